@@ -1,0 +1,578 @@
+//! Packet layouts, parsing and emission.
+//!
+//! Offsets (bytes, big-endian) of the common header, which starts every packet:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 2 | source port |
+//! | 2 | 2 | destination port |
+//! | 4 | 4 | sequence (DATA: offset of the first data byte; else zero) |
+//! | 8 | 3 | unused, zero |
+//! | 11 | 1 | packet type |
+//! | 12 | 1 | doff: header length in 4-byte words in the high nibble |
+//! | 13 | 7 | flags, window, checksum, urgent: zero |
+//! | 20 | 8 | RPC id as the sender of the packet knows it |
+
+use crate::error::WireError;
+use bytes::BufMut;
+
+/// IP protocol number assigned to Homa by IANA.
+pub const IPPROTO_HOMA: u8 = 146;
+/// Length of the header every packet starts with.
+pub const COMMON_HEADER_LEN: usize = 28;
+/// Length of a DATA packet's headers; message bytes follow.
+pub const DATA_HEADER_LEN: usize = 56;
+/// Length of one ack entry (client id u64, server port u16).
+pub const ACK_ENTRY_LEN: usize = 10;
+/// Ack entries an ACK packet has room for.
+pub const MAX_ACKS: usize = 5;
+/// Priority levels the wire format can express (0 lowest … 7 highest).
+pub const MAX_PRIORITIES: usize = 8;
+/// RESEND length meaning "nothing received yet: resend all you have sent".
+pub const RESEND_ALL: u32 = 0xFFFF_FFFF;
+/// Unscheduled cutoff meaning "no size limit" (Linux reads cutoffs as `int`).
+pub const CUTOFF_UNLIMITED: u32 = 0x7FFF_FFFF;
+/// Bit in a DATA packet's first pad byte (offset 49): the client has many
+/// RPCs outstanding and asks the server to send the response with a small
+/// unscheduled prefix (incast control). This is an extension: Linux Homa
+/// writes zero there and ignores the byte, so both directions stay compatible.
+pub const DATA_FLAG_INCAST: u8 = 0x01;
+
+// Header offsets shared by emit and parse.
+const OFF_SPORT: usize = 0;
+const OFF_DPORT: usize = 2;
+const OFF_SEQUENCE: usize = 4;
+const OFF_TYPE: usize = 11;
+const OFF_DOFF: usize = 12;
+const OFF_SENDER_ID: usize = 20;
+const OFF_BODY: usize = COMMON_HEADER_LEN;
+// DATA body offsets.
+const OFF_MSG_LEN: usize = 28;
+const OFF_INCOMING: usize = 32;
+const OFF_ACK: usize = 36;
+const OFF_CUTOFF_VERSION: usize = 46;
+const OFF_RETRANSMIT: usize = 48;
+const OFF_FLAGS: usize = 49;
+const OFF_DATA_OFFSET: usize = 52;
+
+/// The kinds of Homa packet and their type codes (byte 11).
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PacketType {
+    /// Message bytes.
+    Data = 0x10,
+    /// Receiver to sender: you may send up to an offset, at a priority.
+    Grant = 0x11,
+    /// Receiver to sender: send this byte range again.
+    Resend = 0x12,
+    /// "I have no state for this RPC."
+    RpcUnknown = 0x13,
+    /// "I am alive but choose not to send for this RPC now."
+    Busy = 0x14,
+    /// Receiver to sender: the unscheduled priority cutoffs to use.
+    Cutoffs = 0x15,
+    /// Debugging only: freeze the peer's time trace.
+    Freeze = 0x16,
+    /// Server to client: acknowledge this response so I can free it.
+    NeedAck = 0x17,
+    /// Client to server: these RPCs are finished.
+    Ack = 0x18,
+}
+
+impl PacketType {
+    /// Every packet type, in code order.
+    pub const ALL: [PacketType; 9] = [
+        PacketType::Data,
+        PacketType::Grant,
+        PacketType::Resend,
+        PacketType::RpcUnknown,
+        PacketType::Busy,
+        PacketType::Cutoffs,
+        PacketType::Freeze,
+        PacketType::NeedAck,
+        PacketType::Ack,
+    ];
+
+    /// The type with this code, if any.
+    pub fn from_code(code: u8) -> Option<PacketType> {
+        Self::ALL.into_iter().find(|t| *t as u8 == code)
+    }
+
+    /// The type's code on the wire.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// Dense index 0..9, for per-type counters.
+    pub fn index(self) -> usize {
+        (self as u8 - 0x10) as usize
+    }
+
+    /// Upper-case name as used in the Homa literature.
+    pub fn name(self) -> &'static str {
+        match self {
+            PacketType::Data => "DATA",
+            PacketType::Grant => "GRANT",
+            PacketType::Resend => "RESEND",
+            PacketType::RpcUnknown => "RPC_UNKNOWN",
+            PacketType::Busy => "BUSY",
+            PacketType::Cutoffs => "CUTOFFS",
+            PacketType::Freeze => "FREEZE",
+            PacketType::NeedAck => "NEED_ACK",
+            PacketType::Ack => "ACK",
+        }
+    }
+
+    /// Bytes of header this type occupies (for DATA, before the message bytes).
+    pub fn header_len(self) -> usize {
+        match self {
+            PacketType::Data => DATA_HEADER_LEN,
+            PacketType::Grant => COMMON_HEADER_LEN + 5,
+            PacketType::Resend => COMMON_HEADER_LEN + 9,
+            PacketType::Cutoffs => COMMON_HEADER_LEN + 4 * MAX_PRIORITIES + 2,
+            PacketType::Ack => COMMON_HEADER_LEN + 2 + MAX_ACKS * ACK_ENTRY_LEN,
+            PacketType::RpcUnknown | PacketType::Busy | PacketType::Freeze | PacketType::NeedAck => {
+                COMMON_HEADER_LEN
+            }
+        }
+    }
+
+    /// The doff byte (offset 12) Linux writes for this type: header length in
+    /// 4-byte words in the high nibble; 14 words for DATA, 5 for the rest.
+    pub fn doff(self) -> u8 {
+        match self {
+            PacketType::Data => ((DATA_HEADER_LEN / 4) as u8) << 4,
+            _ => 5 << 4,
+        }
+    }
+}
+
+impl std::fmt::Display for PacketType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The fields of the common header that carry information. The type byte is
+/// implied by the [`Body`], the doff byte by the type, and the sequence field
+/// by the DATA offset; the remaining bytes are zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct CommonHeader {
+    /// Source port.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+    /// RPC id as known to the sender of the packet: even from a client,
+    /// `id | 1` from a server. The receiver's own id is `sender_id ^ 1`.
+    pub sender_id: u64,
+}
+
+/// One acknowledgement: the server may free the state of this RPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AckEntry {
+    /// The client's id for the RPC; 0 means "no ack".
+    pub client_id: u64,
+    /// The server port the RPC was sent to.
+    pub server_port: u16,
+}
+
+impl AckEntry {
+    fn read(b: &[u8]) -> AckEntry {
+        AckEntry {
+            client_id: be64(b, 0),
+            server_port: be16(b, 8),
+        }
+    }
+
+    fn write(&self, out: &mut impl BufMut) {
+        out.put_u64(self.client_id);
+        out.put_u16(self.server_port);
+    }
+}
+
+/// Up to [`MAX_ACKS`] ack entries, as carried by an ACK packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AckList {
+    len: u8,
+    entries: [AckEntry; MAX_ACKS],
+}
+
+impl AckList {
+    /// An empty list.
+    pub fn new() -> AckList {
+        AckList::default()
+    }
+
+    /// Adds an entry; returns it back if the list is already full.
+    pub fn push(&mut self, entry: AckEntry) -> Result<(), AckEntry> {
+        if self.is_full() {
+            return Err(entry);
+        }
+        self.entries[self.len as usize] = entry;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Number of valid entries.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True when there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True when no more entries fit.
+    pub fn is_full(&self) -> bool {
+        self.len as usize == MAX_ACKS
+    }
+
+    /// The valid entries.
+    pub fn as_slice(&self) -> &[AckEntry] {
+        &self.entries[..self.len as usize]
+    }
+}
+
+impl<'a> FromIterator<&'a AckEntry> for AckList {
+    /// Collects at most [`MAX_ACKS`] entries; further ones are ignored.
+    fn from_iter<I: IntoIterator<Item = &'a AckEntry>>(iter: I) -> Self {
+        let mut list = AckList::new();
+        for e in iter.into_iter().take(MAX_ACKS) {
+            let _ = list.push(*e);
+        }
+        list
+    }
+}
+
+/// The DATA-specific header fields (bytes 28..56).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DataHeader {
+    /// Total bytes in the message.
+    pub message_length: u32,
+    /// The receiver can count on every byte below this offset arriving
+    /// without more grants.
+    pub incoming: u32,
+    /// One piggy-backed acknowledgement (client id 0 = none).
+    pub ack: AckEntry,
+    /// Version of the newest CUTOFFS the sender got from this receiver; 0 = none.
+    pub cutoff_version: u16,
+    /// Sent because of a RESEND.
+    pub retransmit: bool,
+    /// Extension flags in the first pad byte; see [`DATA_FLAG_INCAST`].
+    pub flags: u8,
+    /// Offset in the message of this packet's first data byte.
+    pub offset: u32,
+}
+
+/// What follows the common header, by packet type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// Message bytes.
+    Data {
+        /// DATA header fields.
+        header: DataHeader,
+        /// The message bytes this packet carries.
+        payload: &'a [u8],
+    },
+    /// The sender may now send every byte below `offset`.
+    Grant {
+        /// Grant limit (exclusive).
+        offset: u32,
+        /// Priority for all further DATA of this message.
+        priority: u8,
+    },
+    /// Please send `length` bytes starting at `offset` again.
+    Resend {
+        /// First byte wanted.
+        offset: u32,
+        /// Bytes wanted; [`RESEND_ALL`] = everything sent so far; 0 = a probe.
+        length: u32,
+        /// Priority for the retransmitted DATA.
+        priority: u8,
+    },
+    /// No state for this RPC.
+    RpcUnknown,
+    /// Alive, but not sending for this RPC now.
+    Busy,
+    /// Unscheduled priority cutoffs: `cutoffs[i]` is the largest message
+    /// length that uses priority `i`.
+    Cutoffs {
+        /// One cutoff per priority level.
+        cutoffs: [u32; MAX_PRIORITIES],
+        /// Version number of this set of cutoffs.
+        version: u16,
+    },
+    /// Debugging aid; may be ignored.
+    Freeze,
+    /// Please acknowledge this RPC's response.
+    NeedAck,
+    /// These RPCs are finished.
+    Ack {
+        /// The acknowledgements.
+        acks: AckList,
+    },
+}
+
+impl Body<'_> {
+    /// The packet type of this body.
+    pub fn packet_type(&self) -> PacketType {
+        match self {
+            Body::Data { .. } => PacketType::Data,
+            Body::Grant { .. } => PacketType::Grant,
+            Body::Resend { .. } => PacketType::Resend,
+            Body::RpcUnknown => PacketType::RpcUnknown,
+            Body::Busy => PacketType::Busy,
+            Body::Cutoffs { .. } => PacketType::Cutoffs,
+            Body::Freeze => PacketType::Freeze,
+            Body::NeedAck => PacketType::NeedAck,
+            Body::Ack { .. } => PacketType::Ack,
+        }
+    }
+}
+
+/// A whole Homa packet, borrowing its message bytes from the buffer it was
+/// parsed from (or that the caller built it from).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packet<'a> {
+    /// Ports and RPC id.
+    pub common: CommonHeader,
+    /// Type-specific fields.
+    pub body: Body<'a>,
+}
+
+impl<'a> Packet<'a> {
+    /// Parses one packet. Never panics. Bytes after the fixed body of a
+    /// control packet are ignored (a sender may pad short packets); for DATA
+    /// they are the message bytes.
+    pub fn parse(buf: &'a [u8]) -> Result<Packet<'a>, WireError> {
+        if buf.len() < COMMON_HEADER_LEN {
+            return Err(WireError::Truncated {
+                what: "unknown",
+                needed: COMMON_HEADER_LEN,
+                got: buf.len(),
+            });
+        }
+        let code = buf[OFF_TYPE];
+        let ty = PacketType::from_code(code).ok_or(WireError::UnknownType(code))?;
+        if buf.len() < ty.header_len() {
+            return Err(WireError::Truncated {
+                what: ty.name(),
+                needed: ty.header_len(),
+                got: buf.len(),
+            });
+        }
+        let common = CommonHeader {
+            sport: be16(buf, OFF_SPORT),
+            dport: be16(buf, OFF_DPORT),
+            sender_id: be64(buf, OFF_SENDER_ID),
+        };
+        let b = OFF_BODY;
+        let body = match ty {
+            PacketType::Data => {
+                let header = DataHeader {
+                    message_length: be32(buf, OFF_MSG_LEN),
+                    incoming: be32(buf, OFF_INCOMING),
+                    ack: AckEntry::read(&buf[OFF_ACK..OFF_ACK + ACK_ENTRY_LEN]),
+                    cutoff_version: be16(buf, OFF_CUTOFF_VERSION),
+                    retransmit: buf[OFF_RETRANSMIT] != 0,
+                    flags: buf[OFF_FLAGS],
+                    offset: be32(buf, OFF_DATA_OFFSET),
+                };
+                let payload = &buf[DATA_HEADER_LEN..];
+                let end = header.offset as u64 + payload.len() as u64;
+                if end > header.message_length as u64 {
+                    return Err(WireError::DataOutOfRange {
+                        offset: header.offset,
+                        end,
+                        message_length: header.message_length,
+                    });
+                }
+                Body::Data { header, payload }
+            }
+            PacketType::Grant => Body::Grant {
+                offset: be32(buf, b),
+                priority: check_priority(ty, buf[b + 4])?,
+            },
+            PacketType::Resend => Body::Resend {
+                offset: be32(buf, b),
+                length: be32(buf, b + 4),
+                priority: check_priority(ty, buf[b + 8])?,
+            },
+            PacketType::RpcUnknown => Body::RpcUnknown,
+            PacketType::Busy => Body::Busy,
+            PacketType::Cutoffs => {
+                let mut cutoffs = [0u32; MAX_PRIORITIES];
+                for (i, c) in cutoffs.iter_mut().enumerate() {
+                    *c = be32(buf, b + 4 * i);
+                }
+                Body::Cutoffs {
+                    cutoffs,
+                    version: be16(buf, b + 4 * MAX_PRIORITIES),
+                }
+            }
+            PacketType::Freeze => Body::Freeze,
+            PacketType::NeedAck => Body::NeedAck,
+            PacketType::Ack => {
+                let n = be16(buf, b);
+                if n as usize > MAX_ACKS {
+                    return Err(WireError::TooManyAcks(n));
+                }
+                let mut acks = AckList::new();
+                for i in 0..n as usize {
+                    let at = b + 2 + i * ACK_ENTRY_LEN;
+                    let _ = acks.push(AckEntry::read(&buf[at..at + ACK_ENTRY_LEN]));
+                }
+                Body::Ack { acks }
+            }
+        };
+        Ok(Packet { common, body })
+    }
+
+    /// The packet's type.
+    pub fn packet_type(&self) -> PacketType {
+        self.body.packet_type()
+    }
+
+    /// Bytes [`Packet::emit`] writes.
+    pub fn wire_len(&self) -> usize {
+        let payload = match &self.body {
+            Body::Data { payload, .. } => payload.len(),
+            _ => 0,
+        };
+        self.packet_type().header_len() + payload
+    }
+
+    /// Appends the packet's bytes to `out`.
+    pub fn emit(&self, out: &mut impl BufMut) {
+        let ty = self.packet_type();
+        let sequence = match &self.body {
+            Body::Data { header, .. } => header.offset,
+            _ => 0,
+        };
+        emit_common(&self.common, ty, sequence, out);
+        match &self.body {
+            Body::Data { header, payload } => {
+                emit_data_body(header, out);
+                out.put_slice(payload);
+            }
+            Body::Grant { offset, priority } => {
+                out.put_u32(*offset);
+                out.put_u8(*priority);
+            }
+            Body::Resend {
+                offset,
+                length,
+                priority,
+            } => {
+                out.put_u32(*offset);
+                out.put_u32(*length);
+                out.put_u8(*priority);
+            }
+            Body::RpcUnknown | Body::Busy | Body::Freeze | Body::NeedAck => {}
+            Body::Cutoffs { cutoffs, version } => {
+                for c in cutoffs {
+                    out.put_u32(*c);
+                }
+                out.put_u16(*version);
+            }
+            Body::Ack { acks } => {
+                out.put_u16(acks.len() as u16);
+                for e in acks.as_slice() {
+                    e.write(out);
+                }
+                for _ in acks.len()..MAX_ACKS {
+                    AckEntry::default().write(out);
+                }
+            }
+        }
+    }
+
+    /// The packet's bytes in a new vector.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.wire_len());
+        self.emit(&mut v);
+        v
+    }
+
+    /// Appends only the 56 header bytes of a DATA packet, so that a caller can
+    /// append the message bytes from wherever they live without building a
+    /// [`Packet`] around them first.
+    pub fn emit_data_header(common: &CommonHeader, header: &DataHeader, out: &mut impl BufMut) {
+        emit_common(common, PacketType::Data, header.offset, out);
+        emit_data_body(header, out);
+    }
+}
+
+fn emit_common(c: &CommonHeader, ty: PacketType, sequence: u32, out: &mut impl BufMut) {
+    out.put_u16(c.sport);
+    out.put_u16(c.dport);
+    out.put_u32(sequence);
+    out.put_slice(&[0, 0, 0]);
+    out.put_u8(ty.code());
+    out.put_u8(ty.doff());
+    out.put_slice(&[0; 7]);
+    out.put_u64(c.sender_id);
+}
+
+fn emit_data_body(h: &DataHeader, out: &mut impl BufMut) {
+    out.put_u32(h.message_length);
+    out.put_u32(h.incoming);
+    h.ack.write(out);
+    out.put_u16(h.cutoff_version);
+    out.put_u8(h.retransmit as u8);
+    out.put_slice(&[h.flags, 0, 0]);
+    out.put_u32(h.offset);
+}
+
+fn check_priority(ty: PacketType, priority: u8) -> Result<u8, WireError> {
+    if (priority as usize) < MAX_PRIORITIES {
+        Ok(priority)
+    } else {
+        Err(WireError::BadPriority {
+            what: ty.name(),
+            priority,
+        })
+    }
+}
+
+// Callers have checked the length against the type's header length.
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn be64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_be_bytes(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_match_the_wire_document() {
+        assert_eq!(OFF_DATA_OFFSET + 4, DATA_HEADER_LEN);
+        assert_eq!(PacketType::Grant.header_len(), 33);
+        assert_eq!(PacketType::Resend.header_len(), 37);
+        assert_eq!(PacketType::Cutoffs.header_len(), 62);
+        assert_eq!(PacketType::Ack.header_len(), 80);
+        assert_eq!(PacketType::Data.doff(), 0xE0);
+        assert_eq!(PacketType::Busy.doff(), 0x50);
+    }
+
+    #[test]
+    fn type_codes_round_trip() {
+        for t in PacketType::ALL {
+            assert_eq!(PacketType::from_code(t.code()), Some(t));
+            assert_eq!(PacketType::ALL[t.index()], t);
+        }
+        assert_eq!(PacketType::from_code(0x19), None);
+        assert_eq!(PacketType::from_code(0x0f), None);
+    }
+}
