@@ -41,9 +41,7 @@ pub const DATA_FLAG_INCAST: u8 = 0x01;
 // Header offsets shared by emit and parse.
 const OFF_SPORT: usize = 0;
 const OFF_DPORT: usize = 2;
-const OFF_SEQUENCE: usize = 4;
 const OFF_TYPE: usize = 11;
-const OFF_DOFF: usize = 12;
 const OFF_SENDER_ID: usize = 20;
 const OFF_BODY: usize = COMMON_HEADER_LEN;
 // DATA body offsets.
