@@ -1,0 +1,250 @@
+//! Protocol parameters, with the defaults of Linux Homa where it has one.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Every tunable of the protocol core. Times are in nanoseconds, sizes in
+/// bytes, fractions in thousandths.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Largest IP packet the path carries (bytes, IP header included).
+    pub mtu: u32,
+    /// Bytes of headers below Homa in each packet: 20 for raw IPv4, 28 for
+    /// UDP over IPv4, 48 for UDP over IPv6.
+    pub lower_header_bytes: u32,
+    /// Largest message (request or response) accepted or sent.
+    pub max_message_size: u32,
+    /// Link speed of this host (Mbit/s); used with `rtt_ns` to derive
+    /// `unsched_bytes` in [`Config::for_link`], and by pacers.
+    pub link_mbps: u64,
+    /// Round-trip time the unscheduled bytes must cover (ns).
+    pub rtt_ns: u64,
+    /// Bytes of each message a sender transmits before any grant
+    /// ("RTTbytes"); rounded up to whole packets.
+    pub unsched_bytes: u32,
+    /// Granted-but-not-received bytes the receiver keeps outstanding for each
+    /// active message.
+    pub grant_window: u32,
+    /// Cap on the granted-but-not-received bytes over all incoming messages.
+    pub max_incoming: u32,
+    /// Most messages granted at once (controlled overcommitment).
+    pub max_overcommit: u32,
+    /// Smallest grant worth sending, unless it completes the message.
+    pub grant_increment: u32,
+    /// Share of granted bytes (‰) given to the oldest message rather than
+    /// the SRPT choice, so that the largest messages never starve. 0 = off.
+    pub fifo_grant_fraction: u32,
+    /// Bytes granted to the oldest message each time its turn comes.
+    pub fifo_grant_increment: u32,
+    /// Share of transmitted data packets (‰) taken from the oldest outgoing
+    /// message rather than the SRPT choice. 0 = off.
+    pub pacer_fifo_fraction: u32,
+    /// Priority levels in use, 1..=8. Control packets use the highest.
+    pub num_priorities: u8,
+    /// How often a receiver recomputes its unscheduled cutoffs from the
+    /// message sizes it has seen (ns).
+    pub cutoff_update_interval_ns: u64,
+    /// Message sizes remembered for the cutoff computation.
+    pub cutoff_sample_size: u32,
+    /// Sizes needed before measured cutoffs replace the defaults.
+    pub cutoff_min_samples: u32,
+    /// Timer tick (ns). All loss handling counts in ticks.
+    pub tick_ns: u64,
+    /// Ticks without progress before an RPC that expects data asks for it.
+    pub resend_ticks: u32,
+    /// Ticks between successive RESENDs to one peer.
+    pub resend_interval: u32,
+    /// Unanswered RESENDs after which a peer is declared dead.
+    pub timeout_resends: u32,
+    /// Ticks a server waits for an ack after sending a whole response
+    /// before it sends NEED_ACK.
+    pub need_ack_ticks: u32,
+    /// Outstanding client RPCs beyond which new requests ask servers to
+    /// limit the unscheduled part of their responses (incast control).
+    pub incast_threshold: u32,
+    /// Unscheduled bytes a server sends of a response to a request that
+    /// asked for incast control.
+    pub incast_unsched_bytes: u32,
+    /// Cap on the memory held for incoming messages (bytes, plus a fixed
+    /// charge per RPC); packets that would start a message beyond it are
+    /// dropped and the sender recovers by timeout.
+    pub rx_buffer_limit: u64,
+    /// How long a server remembers an acknowledged RPC so that stale
+    /// duplicates of its request are not executed again (ns).
+    pub ack_memory_ns: u64,
+    /// Idle time after which a peer without RPCs is forgotten (ns).
+    pub peer_idle_ns: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mtu: 1500,
+            lower_header_bytes: 28,
+            max_message_size: 1_000_000,
+            link_mbps: 10_000,
+            rtt_ns: 32_000,
+            unsched_bytes: 40_000,
+            grant_window: 40_000,
+            max_incoming: 400_000,
+            max_overcommit: 8,
+            grant_increment: 10_000,
+            fifo_grant_fraction: 50,
+            fifo_grant_increment: 50_000,
+            pacer_fifo_fraction: 50,
+            num_priorities: 8,
+            cutoff_update_interval_ns: 500_000_000,
+            cutoff_sample_size: 10_000,
+            cutoff_min_samples: 1_000,
+            tick_ns: 1_000_000,
+            resend_ticks: 5,
+            resend_interval: 5,
+            timeout_resends: 5,
+            need_ack_ticks: 2,
+            incast_threshold: 10,
+            incast_unsched_bytes: 300,
+            rx_buffer_limit: 1 << 30,
+            ack_memory_ns: 100_000_000,
+            peer_idle_ns: 60_000_000_000,
+        }
+    }
+}
+
+/// A configuration that cannot work, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid Homa configuration: {0}")]
+pub struct ConfigError(pub String);
+
+/// Fixed memory charged per incoming message against `rx_buffer_limit`, so
+/// that a flood of empty messages is bounded too.
+pub(crate) const RPC_MEMORY_CHARGE: u64 = 512;
+
+impl Config {
+    /// Defaults for a host link of `link_mbps` and a round trip of `rtt_ns`:
+    /// unscheduled bytes and grant window are one bandwidth-delay product,
+    /// and `max_incoming` allows that much for each overcommitted message.
+    pub fn for_link(link_mbps: u64, rtt_ns: u64) -> Config {
+        let base = Config::default();
+        let bdp = (link_mbps as u128 * rtt_ns as u128 / 8_000).clamp(1, u32::MAX as u128) as u32;
+        Config {
+            link_mbps,
+            rtt_ns,
+            unsched_bytes: bdp,
+            grant_window: bdp,
+            max_incoming: bdp.saturating_mul(base.max_overcommit + 2),
+            ..base
+        }
+    }
+
+    /// Message bytes one DATA packet carries.
+    pub fn max_payload(&self) -> u32 {
+        self.mtu
+            .saturating_sub(self.lower_header_bytes)
+            .saturating_sub(homa_wire::DATA_HEADER_LEN as u32)
+    }
+
+    /// The highest priority level in use; control packets go there.
+    pub fn top_priority(&self) -> u8 {
+        self.num_priorities.saturating_sub(1)
+    }
+
+    /// Checks that the parameters fit together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |s: String| Err(ConfigError(s));
+        if self.max_payload() < 64 {
+            return err(format!(
+                "mtu {} leaves {} payload bytes per packet after {} lower-layer and {} Homa \
+                 header bytes; at least 64 are needed",
+                self.mtu,
+                self.max_payload(),
+                self.lower_header_bytes,
+                homa_wire::DATA_HEADER_LEN
+            ));
+        }
+        if !(1..=8).contains(&self.num_priorities) {
+            return err(format!(
+                "num_priorities is {}; it must be 1..=8",
+                self.num_priorities
+            ));
+        }
+        if self.max_message_size > homa_wire::CUTOFF_UNLIMITED {
+            return err(format!(
+                "max_message_size {} exceeds the wire limit of {} bytes",
+                self.max_message_size,
+                homa_wire::CUTOFF_UNLIMITED
+            ));
+        }
+        for (name, v) in [
+            ("max_overcommit", self.max_overcommit),
+            ("grant_window", self.grant_window),
+            ("max_incoming", self.max_incoming),
+            ("resend_ticks", self.resend_ticks),
+            ("resend_interval", self.resend_interval),
+            ("timeout_resends", self.timeout_resends),
+            ("need_ack_ticks", self.need_ack_ticks),
+            ("cutoff_sample_size", self.cutoff_sample_size),
+        ] {
+            if v == 0 {
+                return err(format!("{name} must be at least 1"));
+            }
+        }
+        if self.tick_ns == 0 {
+            return err("tick_ns must be at least 1".into());
+        }
+        if self.fifo_grant_fraction > 500 || self.pacer_fifo_fraction > 500 {
+            return err(format!(
+                "fifo fractions are in thousandths and at most 500 (got grant {}, pacer {})",
+                self.fifo_grant_fraction, self.pacer_fifo_fraction
+            ));
+        }
+        if self.fifo_grant_fraction > 0 && self.fifo_grant_increment == 0 {
+            return err("fifo_grant_increment must be positive when FIFO grants are on".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_linux_like() {
+        let c = Config::default();
+        c.validate().unwrap();
+        assert_eq!(c.max_payload(), 1500 - 28 - 56);
+        assert_eq!(c.unsched_bytes, 40_000);
+        assert_eq!(c.max_overcommit, 8);
+        assert_eq!(c.top_priority(), 7);
+    }
+
+    #[test]
+    fn for_link_derives_rtt_bytes() {
+        // 25 Gbit/s × 8 µs = 25,000 bytes.
+        let c = Config::for_link(25_000, 8_000);
+        assert_eq!(c.unsched_bytes, 25_000);
+        assert_eq!(c.grant_window, 25_000);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn bad_configs_are_explained() {
+        let c = Config {
+            mtu: 100,
+            ..Config::default()
+        };
+        let e = c.validate().unwrap_err();
+        assert!(e.to_string().contains("mtu 100"), "{e}");
+        let c = Config {
+            num_priorities: 9,
+            ..Config::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("1..=8"));
+        let c = Config {
+            timeout_resends: 0,
+            ..Config::default()
+        };
+        assert!(c.validate().is_err());
+    }
+}

@@ -1,0 +1,1162 @@
+//! One Homa endpoint (an address and port): its RPCs, peers, grant
+//! scheduler and send queue, driven entirely by calls that carry the time.
+
+use crate::ack::AckMemory;
+use crate::config::RPC_MEMORY_CHARGE;
+use crate::event::{Error, Event, RpcError, RpcId};
+use crate::grant::{self, Candidate, FifoGrants, GrantParams};
+use crate::incoming::InMessage;
+use crate::metrics::Metrics;
+use crate::outgoing::OutMessage;
+use crate::peer::Peer;
+use crate::priority::{unsched_priority, PriorityPlan, SizeSampler};
+use crate::{incast, Config, ConfigError, Nanos};
+use bytes::{Bytes, BytesMut};
+use homa_wire::{
+    AckEntry, AckList, Body, CommonHeader, DataHeader, Packet, PacketType, DATA_FLAG_INCAST,
+    DATA_HEADER_LEN, MAX_ACKS, RESEND_ALL,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use tracing::{debug, trace};
+
+/// Control packets queued beyond this are dropped (and counted as sent
+/// nowhere): a driver that never polls must not make the core grow.
+const MAX_CONTROL_QUEUE: usize = 65_536;
+
+/// One packet for the driver to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where to: the peer's IP address and Homa port.
+    pub dst: SocketAddr,
+    /// Network priority 0..=7 (IP TOS `priority << 5`).
+    pub priority: u8,
+    /// The packet's type.
+    pub packet_type: PacketType,
+    /// The whole Homa packet (header and, for DATA, message bytes).
+    pub packet: Bytes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Client: sending the request and/or receiving the response.
+    Client,
+    /// Server: receiving the request.
+    Receiving,
+    /// Server: the application has the request.
+    InService,
+    /// Server: sending the response, then waiting for the ack.
+    Responding,
+}
+
+/// What a silent RPC is waiting for from its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Data it expects: ask for this range again.
+    Data { offset: u32, length: u32 },
+    /// Grants (our message is stalled): probe that the peer still has it.
+    Grant,
+    /// An ack for a fully sent response.
+    Ack,
+}
+
+/// RPCs of one peer whose silence has lasted too long: those that want a
+/// RESEND (or probe), and those that want a NEED_ACK.
+type DuePerPeer = (Vec<(RpcId, Wait)>, Vec<RpcId>);
+
+#[derive(Debug)]
+struct Rpc {
+    state: State,
+    msgout: Option<OutMessage>,
+    msgin: Option<InMessage>,
+    /// Ticks since the last packet for this RPC while it waited on the peer.
+    silent_ticks: u32,
+    /// Incast control: a client's request asks for it / a server honours it.
+    incast: bool,
+    /// Current key in `Endpoint::sendable`.
+    sendable: Option<(u32, u64)>,
+    /// Current key in `Endpoint::grantable`.
+    grantable: Option<(u32, u64)>,
+}
+
+impl Rpc {
+    fn new(state: State) -> Rpc {
+        Rpc {
+            state,
+            msgout: None,
+            msgin: None,
+            silent_ticks: 0,
+            incast: false,
+            sendable: None,
+            grantable: None,
+        }
+    }
+
+    fn wait(&self) -> Option<Wait> {
+        let gap = |m: &InMessage| {
+            (m.outstanding() > 0).then(|| {
+                let (s, e) = m.first_gap().unwrap_or((m.received, m.granted));
+                Wait::Data {
+                    offset: s,
+                    length: e - s,
+                }
+            })
+        };
+        match self.state {
+            State::Client => {
+                if let Some(m) = &self.msgin {
+                    gap(m)
+                } else if self.msgout.as_ref().is_some_and(|m| m.granted_all_sent()) {
+                    Some(Wait::Data {
+                        offset: 0,
+                        length: RESEND_ALL,
+                    })
+                } else {
+                    None
+                }
+            }
+            State::Receiving => self.msgin.as_ref().and_then(gap),
+            State::InService => None,
+            State::Responding => {
+                let m = self.msgout.as_ref()?;
+                if !m.granted_all_sent() {
+                    None
+                } else if !m.all_sent() {
+                    Some(Wait::Grant)
+                } else {
+                    Some(Wait::Ack)
+                }
+            }
+        }
+    }
+}
+
+/// The Homa protocol for one local address and port.
+///
+/// Feed it packets ([`Endpoint::handle_packet`]), timer expiries
+/// ([`Endpoint::handle_timeout`]) and application calls; take from it packets
+/// to send ([`Endpoint::poll_transmit`]), the next timer deadline
+/// ([`Endpoint::poll_timeout`]) and events for the application
+/// ([`Endpoint::poll_event`]). Every call that depends on time takes `now`.
+pub struct Endpoint {
+    config: Config,
+    local: SocketAddr,
+    next_id: u64,
+    seq: u64,
+    rpcs: BTreeMap<RpcId, Rpc>,
+    peers: BTreeMap<SocketAddr, Peer>,
+    /// Outgoing messages with something to send: (bytes left, seq, rpc).
+    sendable: BTreeSet<(u32, u64, RpcId)>,
+    /// The same, oldest first, for the pacer's FIFO share.
+    sendable_age: BTreeSet<(u64, RpcId)>,
+    /// Incoming messages that need grants: (bytes left, seq, rpc).
+    grantable: BTreeSet<(u32, u64, RpcId)>,
+    /// The same, oldest first, for FIFO grants.
+    grantable_age: BTreeSet<(u64, RpcId)>,
+    control: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    plan: PriorityPlan,
+    plan_version: u16,
+    sampler: SizeSampler,
+    next_cutoff_update: Nanos,
+    fifo: FifoGrants,
+    data_packets: u64,
+    acked: AckMemory,
+    tick: u64,
+    next_tick: Nanos,
+    /// Granted-but-unreceived bytes over all incoming messages.
+    incoming_outstanding: u64,
+    rx_buffered: u64,
+    tx_buffered: u64,
+    client_rpcs: usize,
+    metrics: Metrics,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("local", &self.local)
+            .field("rpcs", &self.rpcs.len())
+            .field("peers", &self.peers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// An endpoint for `local` (the address and Homa port packets to it
+    /// carry). `seed` makes the RPC ids it picks reproducible.
+    pub fn new(config: Config, local: SocketAddr, seed: u64) -> Result<Endpoint, ConfigError> {
+        config.validate()?;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        // Random even start, so a restarted client does not reuse the ids
+        // of its previous life that servers may still remember.
+        let next_id = rng.gen_range(1u64..1 << 48) << 1;
+        Ok(Endpoint {
+            plan: PriorityPlan::default_for(config.num_priorities),
+            sampler: SizeSampler::new(config.cutoff_sample_size as usize),
+            fifo: FifoGrants::new(config.fifo_grant_fraction, config.fifo_grant_increment),
+            next_cutoff_update: config.cutoff_update_interval_ns,
+            next_tick: config.tick_ns,
+            config,
+            local,
+            next_id,
+            seq: 0,
+            rpcs: BTreeMap::new(),
+            peers: BTreeMap::new(),
+            sendable: BTreeSet::new(),
+            sendable_age: BTreeSet::new(),
+            grantable: BTreeSet::new(),
+            grantable_age: BTreeSet::new(),
+            control: VecDeque::new(),
+            events: VecDeque::new(),
+            plan_version: 1,
+            data_packets: 0,
+            acked: AckMemory::default(),
+            tick: 0,
+            incoming_outstanding: 0,
+            rx_buffered: 0,
+            tx_buffered: 0,
+            client_rpcs: 0,
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// The local address and port.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The receiver's current unscheduled cutoffs and their version.
+    pub fn cutoffs(&self) -> (PriorityPlan, u16) {
+        (self.plan, self.plan_version)
+    }
+
+    /// True when there is no RPC, nothing queued to send and no ack owed:
+    /// nothing will happen until a packet or an application call arrives.
+    pub fn is_idle(&self) -> bool {
+        self.rpcs.is_empty()
+            && self.control.is_empty()
+            && self.peers.values().all(|p| p.pending_acks.is_empty())
+    }
+
+    /// Counters and gauges.
+    pub fn metrics(&self) -> Metrics {
+        let mut m = self.metrics.clone();
+        m.active_rpcs = self.rpcs.len() as u64;
+        m.active_client_rpcs = self.client_rpcs as u64;
+        m.rx_bytes_buffered = self.rx_buffered;
+        m.tx_bytes_buffered = self.tx_buffered;
+        m.peers = self.peers.len() as u64;
+        m.remembered_acks = self.acked.len() as u64;
+        m
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Restarts the tick clock when the endpoint leaves idleness, so the
+    /// first tick comes one full period after the first RPC.
+    fn wake_timer(&mut self, now: Nanos) {
+        if self.is_idle() {
+            self.next_tick = now + self.config.tick_ns;
+        }
+    }
+
+    fn peer(&mut self, addr: SocketAddr, now: Nanos) -> &mut Peer {
+        let n = self.config.num_priorities;
+        let p = self.peers.entry(addr).or_insert_with(|| Peer::new(now, n));
+        p.last_active = now;
+        p
+    }
+
+    // ----------------------------------------------------------------
+    // Application API
+
+    /// Starts an RPC: sends `message` as a request to `dest`. The response
+    /// comes as [`Event::Response`] (or [`Event::Failed`]).
+    pub fn send_request(
+        &mut self,
+        now: Nanos,
+        dest: SocketAddr,
+        message: Bytes,
+    ) -> Result<RpcId, Error> {
+        self.check_length(message.len())?;
+        if dest.port() == 0 {
+            return Err(Error::BadAddress(dest, "port 0 is reserved"));
+        }
+        if dest.ip().is_unspecified() {
+            return Err(Error::BadAddress(dest, "the unspecified address"));
+        }
+        self.wake_timer(now);
+        let id = RpcId {
+            peer: dest,
+            id: self.next_id,
+        };
+        self.next_id = self.next_id.wrapping_add(2).max(2);
+        let incast = incast::request_needs_flag(&self.config, self.client_rpcs);
+        let len = message.len() as u32;
+        let unsched = incast::unsched_limit(&self.config, len, false);
+        let np = self.config.num_priorities;
+        let prio = unsched_priority(&self.peer(dest, now).cutoffs, len, np);
+        let seq = self.next_seq();
+        let mut rpc = Rpc::new(State::Client);
+        rpc.incast = incast;
+        rpc.msgout = Some(OutMessage::new(message, unsched, prio, seq));
+        self.rpcs.insert(id, rpc);
+        self.client_rpcs += 1;
+        self.tx_buffered += len as u64;
+        self.metrics.requests_started += 1;
+        self.metrics.incast_requests += incast as u64;
+        self.update_sendable(id);
+        trace!(%id, len, incast, "request started");
+        Ok(id)
+    }
+
+    /// Answers a request delivered as [`Event::Request`].
+    pub fn reply(&mut self, now: Nanos, rpc: RpcId, message: Bytes) -> Result<(), Error> {
+        let state = self.rpcs.get(&rpc).ok_or(Error::UnknownRpc(rpc))?.state;
+        if state != State::InService {
+            return Err(Error::NotAwaitingReply(rpc));
+        }
+        self.check_length(message.len())?;
+        let len = message.len() as u32;
+        let np = self.config.num_priorities;
+        let prio = unsched_priority(&self.peer(rpc.peer, now).cutoffs, len, np);
+        let seq = self.next_seq();
+        let config = &self.config;
+        let r = self.rpcs.get_mut(&rpc).expect("checked above");
+        let unsched = incast::unsched_limit(config, len, r.incast);
+        r.msgout = Some(OutMessage::new(message, unsched, prio, seq));
+        r.state = State::Responding;
+        r.silent_ticks = 0;
+        self.tx_buffered += len as u64;
+        self.update_sendable(rpc);
+        Ok(())
+    }
+
+    /// Gives up on an RPC. A client RPC produces no further event; a server
+    /// RPC is dropped without a reply and remembered like an acked one, so
+    /// the request is not delivered again (the client will time out).
+    pub fn abort(&mut self, now: Nanos, rpc: RpcId) -> Result<(), Error> {
+        if self.remove_rpc(rpc).is_none() {
+            return Err(Error::UnknownRpc(rpc));
+        }
+        if !rpc.is_client() {
+            self.acked.remember(now, self.config.ack_memory_ns, rpc);
+        }
+        self.metrics.rpcs_aborted += 1;
+        self.schedule_grants();
+        Ok(())
+    }
+
+    fn check_length(&self, len: usize) -> Result<(), Error> {
+        if len > self.config.max_message_size as usize {
+            Err(Error::MessageTooLong {
+                len,
+                max: self.config.max_message_size,
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ----------------------------------------------------------------
+    // Output
+
+    /// The next packet to send, when the driver's link can take one: control
+    /// packets first, then data of the message with the fewest bytes left to
+    /// send (with a small share for the oldest message).
+    pub fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        let t = match self.control.pop_front() {
+            Some(t) => t,
+            None => self.next_data_packet()?,
+        };
+        self.metrics.sent.count(t.packet_type, t.packet.len());
+        Some(t)
+    }
+
+    fn next_data_packet(&mut self) -> Option<Transmit> {
+        let fraction = self.config.pacer_fifo_fraction as u64;
+        let fifo_turn =
+            fraction > 0 && self.data_packets % (1000 / fraction) == 1000 / fraction - 1;
+        let id = if fifo_turn {
+            self.sendable_age.first().map(|&(_, id)| id)
+        } else {
+            self.sendable.first().map(|&(_, _, id)| id)
+        }?;
+        if fifo_turn && self.sendable.first().map(|e| e.2) != Some(id) {
+            self.metrics.pacer_fifo_packets += 1;
+        }
+        self.data_packets += 1;
+        let max_payload = self.config.max_payload();
+        let rpc = self.rpcs.get_mut(&id).expect("sendable RPC exists");
+        let is_client = rpc.state == State::Client;
+        let incast = rpc.incast && is_client;
+        let m = rpc.msgout.as_mut().expect("sendable RPC has a message");
+        let chunk = m
+            .next_chunk(max_payload)
+            .expect("sendable message has data");
+        let (length, incoming) = (m.length, m.incoming());
+        let payload = m
+            .data
+            .slice(chunk.offset as usize..(chunk.offset + chunk.len) as usize);
+        let peer = self.peers.get_mut(&id.peer).expect("RPC peer exists");
+        let ack = if is_client {
+            peer.pending_acks
+                .pop_front()
+                .map(|client_id| AckEntry {
+                    client_id,
+                    server_port: id.peer.port(),
+                })
+                .unwrap_or_default()
+        } else {
+            AckEntry::default()
+        };
+        self.metrics.acks_sent += (ack.client_id != 0) as u64;
+        let header = DataHeader {
+            message_length: length,
+            incoming,
+            ack,
+            cutoff_version: peer.cutoff_version,
+            retransmit: chunk.retransmit,
+            flags: if incast { DATA_FLAG_INCAST } else { 0 },
+            offset: chunk.offset,
+        };
+        let common = CommonHeader {
+            sport: self.local.port(),
+            dport: id.peer.port(),
+            sender_id: id.id,
+        };
+        let mut buf = BytesMut::with_capacity(DATA_HEADER_LEN + payload.len());
+        Packet::emit_data_header(&common, &header, &mut buf);
+        buf.extend_from_slice(&payload);
+        self.metrics.data_bytes_sent += chunk.len as u64;
+        if chunk.retransmit {
+            self.metrics.data_bytes_retransmitted += chunk.len as u64;
+        }
+        self.update_sendable(id);
+        Some(Transmit {
+            dst: id.peer,
+            priority: chunk.priority.min(self.config.top_priority()),
+            packet_type: PacketType::Data,
+            packet: buf.freeze(),
+        })
+    }
+
+    fn queue_control(&mut self, dst: SocketAddr, sender_id: u64, body: Body<'static>) {
+        if self.control.len() >= MAX_CONTROL_QUEUE {
+            debug!("control queue full; dropping {}", body.packet_type());
+            return;
+        }
+        let packet = Packet {
+            common: CommonHeader {
+                sport: self.local.port(),
+                dport: dst.port(),
+                sender_id,
+            },
+            body,
+        };
+        self.control.push_back(Transmit {
+            dst,
+            priority: self.config.top_priority(),
+            packet_type: packet.packet_type(),
+            packet: Bytes::from(packet.to_vec()),
+        });
+    }
+
+    /// Re-files an RPC in the sender's SRPT queue after its message changed.
+    fn update_sendable(&mut self, id: RpcId) {
+        let Some(rpc) = self.rpcs.get_mut(&id) else {
+            return;
+        };
+        let key = rpc
+            .msgout
+            .as_ref()
+            .filter(|m| m.has_sendable())
+            .map(|m| (m.bytes_left(), m.seq));
+        if key == rpc.sendable {
+            return;
+        }
+        if let Some((left, seq)) = rpc.sendable.take() {
+            self.sendable.remove(&(left, seq, id));
+            self.sendable_age.remove(&(seq, id));
+        }
+        if let Some((left, seq)) = key {
+            self.sendable.insert((left, seq, id));
+            self.sendable_age.insert((seq, id));
+        }
+        rpc.sendable = key;
+    }
+
+    /// Re-files an RPC in the receiver's grant queue after its incoming
+    /// message changed.
+    fn update_grantable(&mut self, id: RpcId) {
+        let Some(rpc) = self.rpcs.get_mut(&id) else {
+            return;
+        };
+        let key = rpc
+            .msgin
+            .as_ref()
+            .filter(|m| m.granted < m.length)
+            .map(|m| (m.remaining(), m.seq));
+        if key == rpc.grantable {
+            return;
+        }
+        if let Some((left, seq)) = rpc.grantable.take() {
+            self.grantable.remove(&(left, seq, id));
+            self.grantable_age.remove(&(seq, id));
+        }
+        if let Some((left, seq)) = key {
+            self.grantable.insert((left, seq, id));
+            self.grantable_age.insert((seq, id));
+        }
+        rpc.grantable = key;
+    }
+
+    /// Frees an RPC and everything filed under it.
+    fn remove_rpc(&mut self, id: RpcId) -> Option<Rpc> {
+        let mut rpc = self.rpcs.remove(&id)?;
+        if let Some((left, seq)) = rpc.sendable.take() {
+            self.sendable.remove(&(left, seq, id));
+            self.sendable_age.remove(&(seq, id));
+        }
+        if let Some((left, seq)) = rpc.grantable.take() {
+            self.grantable.remove(&(left, seq, id));
+            self.grantable_age.remove(&(seq, id));
+        }
+        if let Some(m) = &rpc.msgin {
+            self.release_msgin(m);
+        }
+        if let Some(m) = &rpc.msgout {
+            self.tx_buffered -= m.length as u64;
+        }
+        if rpc.state == State::Client {
+            self.client_rpcs -= 1;
+        }
+        Some(rpc)
+    }
+
+    fn release_msgin(&mut self, m: &InMessage) {
+        self.incoming_outstanding -= m.outstanding() as u64;
+        self.rx_buffered -= m.length as u64 + RPC_MEMORY_CHARGE;
+    }
+
+    // ----------------------------------------------------------------
+    // Input
+
+    /// Processes one received packet from `src` (the sender's IP address;
+    /// its port is in the Homa header). Malformed packets are counted and
+    /// dropped.
+    pub fn handle_packet(&mut self, now: Nanos, src: IpAddr, data: &[u8]) {
+        let packet = match Packet::parse(data) {
+            Ok(p) => p,
+            Err(e) => {
+                self.metrics.malformed_dropped += 1;
+                debug!(%src, error = %e, "malformed packet dropped");
+                return;
+            }
+        };
+        self.metrics
+            .received
+            .count(packet.packet_type(), data.len());
+        if packet.common.dport != self.local.port() || packet.common.sport == 0 {
+            self.metrics.invalid_dropped += 1;
+            debug!(%src, dport = packet.common.dport, "packet for another port dropped");
+            return;
+        }
+        let peer = SocketAddr::new(src, packet.common.sport);
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.heard_from(now);
+        }
+        // The sender's id with the low bit flipped is ours for the RPC.
+        let id = RpcId {
+            peer,
+            id: packet.common.sender_id ^ 1,
+        };
+        match packet.body {
+            Body::Data { header, payload } => self.handle_data(now, id, &header, payload),
+            Body::Grant { offset, priority } => self.handle_grant(id, offset, priority),
+            Body::Resend {
+                offset,
+                length,
+                priority,
+            } => self.handle_resend(id, offset, length, priority),
+            Body::RpcUnknown => self.handle_unknown(now, id),
+            Body::Busy => match self.rpcs.get_mut(&id) {
+                Some(rpc) => rpc.silent_ticks = 0,
+                None => self.metrics.unknown_rpc_packets += 1,
+            },
+            Body::Cutoffs { cutoffs, version } => match self.peers.get_mut(&peer) {
+                Some(p) => {
+                    p.cutoffs = cutoffs;
+                    p.cutoff_version = version;
+                }
+                None => self.metrics.unknown_rpc_packets += 1,
+            },
+            Body::Freeze => {}
+            Body::NeedAck => self.handle_need_ack(id),
+            Body::Ack { acks } => {
+                if packet.common.sender_id & 1 == 0 && packet.common.sender_id != 0 {
+                    self.handle_ack(now, id);
+                }
+                for a in acks.as_slice() {
+                    if a.client_id != 0 && a.server_port == self.local.port() {
+                        self.handle_ack(
+                            now,
+                            RpcId {
+                                peer,
+                                id: a.client_id | 1,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle_data(&mut self, now: Nanos, id: RpcId, h: &DataHeader, payload: &[u8]) {
+        if id.is_client() {
+            if !self.rpcs.contains_key(&id) {
+                self.metrics.unknown_rpc_packets += 1;
+                return;
+            }
+        } else {
+            if h.ack.client_id != 0 && h.ack.server_port == self.local.port() {
+                self.handle_ack(
+                    now,
+                    RpcId {
+                        peer: id.peer,
+                        id: h.ack.client_id | 1,
+                    },
+                );
+            }
+            if self.acked.contains(&id) {
+                self.metrics.stale_duplicates += 1;
+                return;
+            }
+            if !self.rpcs.contains_key(&id) {
+                if h.message_length > self.config.max_message_size {
+                    self.metrics.invalid_dropped += 1;
+                    return;
+                }
+                self.wake_timer(now);
+                self.peer(id.peer, now);
+                let mut rpc = Rpc::new(State::Receiving);
+                rpc.incast = h.flags & DATA_FLAG_INCAST != 0;
+                self.rpcs.insert(id, rpc);
+            }
+        }
+        let (state, has_msgin) = {
+            let rpc = &self.rpcs[&id];
+            (rpc.state, rpc.msgin.is_some())
+        };
+        if matches!(state, State::InService | State::Responding) {
+            // The request is already complete: a duplicate.
+            self.metrics.duplicate_data_bytes += payload.len() as u64;
+            return;
+        }
+        if !has_msgin {
+            if h.message_length > self.config.max_message_size {
+                // A response we will never accept: fail the RPC now rather
+                // than let it time out.
+                self.metrics.invalid_dropped += 1;
+                self.fail_client_rpc(id, RpcError::ResponseTooLong);
+                return;
+            }
+            let charge = h.message_length as u64 + RPC_MEMORY_CHARGE;
+            if self.rx_buffered + charge > self.config.rx_buffer_limit {
+                self.metrics.rx_buffer_drops += 1;
+                if state == State::Receiving {
+                    self.remove_rpc(id);
+                }
+                return;
+            }
+            self.rx_buffered += charge;
+            self.sampler.record(h.message_length);
+            let seq = self.next_seq();
+            let rpc = self.rpcs.get_mut(&id).expect("present");
+            rpc.msgin = Some(InMessage::new(h.message_length, seq));
+            if state == State::Client {
+                // The server has the whole request: stop sending it.
+                if let Some(m) = rpc.msgout.as_mut() {
+                    m.finish();
+                }
+            }
+        }
+        let rpc = self.rpcs.get_mut(&id).expect("present");
+        let m = rpc.msgin.as_mut().expect("created above");
+        if m.length != h.message_length {
+            self.metrics.invalid_dropped += 1;
+            return;
+        }
+        rpc.silent_ticks = 0;
+        let before = m.outstanding();
+        m.granted = m.granted.max(h.incoming.min(m.length));
+        let added = m.add(h.offset, payload);
+        let after = m.outstanding();
+        let complete = m.is_complete();
+        self.incoming_outstanding = self.incoming_outstanding + after as u64 - before as u64;
+        self.metrics.duplicate_data_bytes += added.duplicate as u64;
+        self.maybe_send_cutoffs(id, h.cutoff_version);
+        if complete {
+            self.complete_msgin(now, id);
+        } else {
+            self.update_sendable(id);
+            self.update_grantable(id);
+        }
+        self.schedule_grants();
+    }
+
+    fn maybe_send_cutoffs(&mut self, id: RpcId, their_version: u16) {
+        if their_version == self.plan_version {
+            return;
+        }
+        let tick = self.tick;
+        let Some(p) = self.peers.get_mut(&id.peer) else {
+            return;
+        };
+        if p.cutoffs_sent_tick == Some(tick) {
+            return;
+        }
+        p.cutoffs_sent_tick = Some(tick);
+        self.metrics.cutoffs_sent += 1;
+        let body = Body::Cutoffs {
+            cutoffs: self.plan.cutoffs,
+            version: self.plan_version,
+        };
+        self.queue_control(id.peer, id.id, body);
+    }
+
+    /// A whole message arrived: hand it to the application.
+    fn complete_msgin(&mut self, now: Nanos, id: RpcId) {
+        let rpc = self.rpcs.get_mut(&id).expect("present");
+        let m = rpc.msgin.take().expect("complete message");
+        if let Some((left, seq)) = rpc.grantable.take() {
+            self.grantable.remove(&(left, seq, id));
+            self.grantable_age.remove(&(seq, id));
+        }
+        let state = rpc.state;
+        self.release_msgin(&m);
+        let message = m.into_bytes();
+        if state == State::Client {
+            self.remove_rpc(id);
+            self.metrics.responses_delivered += 1;
+            self.events.push_back(Event::Response { rpc: id, message });
+            self.queue_ack(now, id);
+        } else {
+            let rpc = self.rpcs.get_mut(&id).expect("present");
+            rpc.state = State::InService;
+            rpc.silent_ticks = 0;
+            self.metrics.requests_delivered += 1;
+            self.events.push_back(Event::Request { rpc: id, message });
+        }
+    }
+
+    /// Owes the server an ack for a finished client RPC; a full batch goes
+    /// out at once, smaller ones ride on requests or the next tick.
+    fn queue_ack(&mut self, now: Nanos, id: RpcId) {
+        let p = self.peer(id.peer, now);
+        p.pending_acks.push_back(id.id);
+        if p.pending_acks.len() >= MAX_ACKS {
+            self.flush_acks(id.peer, 0);
+        }
+    }
+
+    /// Sends every ack owed to `peer` in ACK packets; `header_id` goes in
+    /// the common header (an RPC being acked, or 0).
+    fn flush_acks(&mut self, peer: SocketAddr, header_id: u64) {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        let mut batches = Vec::new();
+        while !p.pending_acks.is_empty() || (batches.is_empty() && header_id != 0) {
+            let mut acks = AckList::new();
+            while !acks.is_full() {
+                let Some(client_id) = p.pending_acks.pop_front() else {
+                    break;
+                };
+                let _ = acks.push(AckEntry {
+                    client_id,
+                    server_port: peer.port(),
+                });
+            }
+            batches.push(acks);
+        }
+        for acks in batches {
+            self.metrics.acks_sent += acks.len() as u64;
+            self.queue_control(peer, header_id, Body::Ack { acks });
+        }
+    }
+
+    fn fail_client_rpc(&mut self, id: RpcId, error: RpcError) {
+        if self.remove_rpc(id).is_some() {
+            self.metrics.rpcs_failed += 1;
+            self.events.push_back(Event::Failed { rpc: id, error });
+        }
+    }
+
+    fn handle_grant(&mut self, id: RpcId, offset: u32, priority: u8) {
+        let Some(rpc) = self.rpcs.get_mut(&id) else {
+            self.metrics.unknown_rpc_packets += 1;
+            return;
+        };
+        if let Some(m) = rpc.msgout.as_mut() {
+            rpc.silent_ticks = 0;
+            m.grant(offset, priority);
+            self.update_sendable(id);
+        }
+    }
+
+    fn handle_resend(&mut self, id: RpcId, offset: u32, length: u32, priority: u8) {
+        let Some(rpc) = self.rpcs.get_mut(&id) else {
+            self.metrics.unknown_rpc_packets += 1;
+            if !self.acked.contains(&id) {
+                self.queue_control(id.peer, id.id, Body::RpcUnknown);
+            }
+            return;
+        };
+        let resent = match rpc.msgout.as_mut() {
+            // A client whose response has started: the request is complete.
+            Some(_) if rpc.state == State::Client && rpc.msgin.is_some() => false,
+            Some(m) => {
+                let length = if length == RESEND_ALL {
+                    m.next_offset.saturating_sub(offset)
+                } else {
+                    length
+                };
+                (length > 0 || m.length == 0) && m.resend(offset, length, priority)
+            }
+            None => false,
+        };
+        if resent {
+            self.update_sendable(id);
+        } else {
+            self.metrics.busy_replies += 1;
+            self.queue_control(id.peer, id.id, Body::Busy);
+        }
+    }
+
+    fn handle_unknown(&mut self, now: Nanos, id: RpcId) {
+        let Some(rpc) = self.rpcs.get_mut(&id) else {
+            self.metrics.unknown_rpc_packets += 1;
+            return;
+        };
+        if rpc.state == State::Client {
+            // The server has no trace of the request: send it again.
+            rpc.silent_ticks = 0;
+            let old = rpc.msgin.take();
+            if let Some(m) = rpc.msgout.as_mut() {
+                m.restart();
+            }
+            if let Some(m) = old {
+                self.release_msgin(&m);
+                self.update_grantable(id);
+            }
+            self.metrics.restarts += 1;
+            debug!(%id, "server does not know the RPC; restarting it");
+            self.update_sendable(id);
+        } else {
+            // The client has finished or abandoned it.
+            let finished = rpc.state == State::Responding;
+            self.remove_rpc(id);
+            self.acked.remember(now, self.config.ack_memory_ns, id);
+            if !finished {
+                self.metrics.server_rpcs_discarded += 1;
+            }
+            self.schedule_grants();
+        }
+    }
+
+    fn handle_need_ack(&mut self, id: RpcId) {
+        if !id.is_client() {
+            self.metrics.invalid_dropped += 1;
+            return;
+        }
+        if self.rpcs.contains_key(&id) {
+            // We still wait for (part of) the response; our own timer asks
+            // for it.
+            return;
+        }
+        if let Some(p) = self.peers.get_mut(&id.peer) {
+            p.pending_acks.retain(|&c| c != id.id);
+        }
+        self.metrics.acks_sent += 1;
+        if self.peers.contains_key(&id.peer) {
+            self.flush_acks(id.peer, id.id);
+        } else {
+            self.queue_control(
+                id.peer,
+                id.id,
+                Body::Ack {
+                    acks: AckList::new(),
+                },
+            );
+        }
+    }
+
+    fn handle_ack(&mut self, now: Nanos, id: RpcId) {
+        let Some(rpc) = self.rpcs.get(&id) else {
+            return;
+        };
+        if rpc.state != State::Responding {
+            return;
+        }
+        self.remove_rpc(id);
+        self.acked.remember(now, self.config.ack_memory_ns, id);
+        self.metrics.acks_received += 1;
+    }
+
+    // ----------------------------------------------------------------
+    // Grants
+
+    /// Grants to the incoming messages that deserve it now.
+    fn schedule_grants(&mut self) {
+        if self.grantable.is_empty() {
+            return;
+        }
+        let params = GrantParams {
+            max_overcommit: self.config.max_overcommit,
+            grant_window: self.config.grant_window,
+            max_incoming: self.config.max_incoming,
+            grant_increment: self.config.grant_increment,
+            packet_payload: self.config.max_payload(),
+            sched_levels: self.plan.sched_levels,
+        };
+        let rpcs = &self.rpcs;
+        let candidates = self.grantable.iter().map(|&(_, _, id)| {
+            let m = rpcs[&id].msgin.as_ref().expect("grantable has msgin");
+            Candidate {
+                key: id,
+                peer: id.peer,
+                length: m.length,
+                received: m.received,
+                granted: m.granted,
+            }
+        });
+        let grants = grant::plan(candidates, &params, self.incoming_outstanding);
+        for g in grants {
+            let added = self.apply_grant(g.key, g.offset, g.priority);
+            self.fifo.record_srpt(added);
+            self.metrics.grants_srpt += 1;
+        }
+        while let Some(bytes) = self.fifo.take_due() {
+            let Some(&(_, id)) = self.grantable_age.first() else {
+                break;
+            };
+            let m = self.rpcs[&id].msgin.as_ref().expect("grantable has msgin");
+            let offset = m.granted.saturating_add(bytes).min(m.length);
+            let top_sched = self.plan.sched_levels.saturating_sub(1);
+            self.apply_grant(id, offset, top_sched);
+            self.metrics.grants_fifo += 1;
+        }
+    }
+
+    /// Raises an incoming message's grant and sends the GRANT; returns the
+    /// bytes added.
+    fn apply_grant(&mut self, id: RpcId, offset: u32, priority: u8) -> u32 {
+        let rpc = self.rpcs.get_mut(&id).expect("granted RPC exists");
+        let m = rpc.msgin.as_mut().expect("granted RPC has msgin");
+        let before = m.outstanding();
+        let added = offset.saturating_sub(m.granted);
+        m.granted = m.granted.max(offset);
+        m.priority = priority;
+        let after = m.outstanding();
+        self.incoming_outstanding = self.incoming_outstanding + after as u64 - before as u64;
+        self.update_grantable(id);
+        self.queue_control(id.peer, id.id, Body::Grant { offset, priority });
+        added
+    }
+
+    // ----------------------------------------------------------------
+    // Timers
+
+    /// When [`Endpoint::handle_timeout`] should next run, if ever.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        if !self.is_idle() {
+            Some(self.next_tick)
+        } else {
+            self.acked.next_expiry()
+        }
+    }
+
+    /// Runs the timer: loss detection, RESENDs, dead peers, NEED_ACK, ack
+    /// flushing, cutoff updates and cleanup. Call at or after
+    /// [`Endpoint::poll_timeout`]; calling early is harmless.
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.acked.expire(now);
+        if now < self.next_tick {
+            return;
+        }
+        // One tick per call; a late driver does not cause a burst.
+        self.next_tick = if now >= self.next_tick + self.config.tick_ns {
+            now + self.config.tick_ns
+        } else {
+            self.next_tick + self.config.tick_ns
+        };
+        self.tick += 1;
+        if now >= self.next_cutoff_update {
+            self.next_cutoff_update = now + self.config.cutoff_update_interval_ns;
+            self.update_cutoffs();
+        }
+        self.check_rpcs();
+        let owed: Vec<SocketAddr> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| !p.pending_acks.is_empty())
+            .map(|(a, _)| *a)
+            .collect();
+        for peer in owed {
+            self.flush_acks(peer, 0);
+        }
+        if self.tick % 1024 == 0 {
+            self.forget_idle_peers(now);
+        }
+    }
+
+    fn update_cutoffs(&mut self) {
+        if self.sampler.sizes().len() < self.config.cutoff_min_samples as usize {
+            return;
+        }
+        let new = PriorityPlan::from_sizes(
+            self.sampler.sizes(),
+            incast::unsched_limit(&self.config, u32::MAX, false),
+            self.config.num_priorities,
+        );
+        if new.differs_significantly(&self.plan) {
+            self.plan = new;
+            self.plan_version = self.plan_version.wrapping_add(1).max(1);
+            self.metrics.cutoff_updates += 1;
+            debug!(cutoffs = ?new.cutoffs, sched_levels = new.sched_levels, "new unscheduled cutoffs");
+        }
+    }
+
+    /// Counts silent ticks, and for each peer with RPCs waiting on it past
+    /// their limit sends one RESEND (rotating over its RPCs) and any
+    /// NEED_ACKs, at most once per `resend_interval`; a peer that has left
+    /// `timeout_resends` of these unanswered is declared dead.
+    fn check_rpcs(&mut self) {
+        let cfg = self.config.clone();
+        // Per peer: RPCs due for a RESEND or probe, and RPCs due for NEED_ACK.
+        let mut due: BTreeMap<SocketAddr, DuePerPeer> = BTreeMap::new();
+        for (&id, rpc) in self.rpcs.iter_mut() {
+            let Some(wait) = rpc.wait() else {
+                rpc.silent_ticks = 0;
+                continue;
+            };
+            rpc.silent_ticks += 1;
+            let limit = if wait == Wait::Ack {
+                cfg.need_ack_ticks
+            } else {
+                cfg.resend_ticks
+            };
+            if rpc.silent_ticks < limit {
+                continue;
+            }
+            let entry = due.entry(id.peer).or_default();
+            if wait == Wait::Ack {
+                entry.1.push(id);
+            } else {
+                entry.0.push((id, wait));
+            }
+        }
+        let tick = self.tick;
+        for (peer, (resends, need_acks)) in due {
+            let p = self
+                .peers
+                .get_mut(&peer)
+                .expect("every RPC's peer has state");
+            if p.last_resend_tick
+                .is_some_and(|t| tick - t < cfg.resend_interval as u64)
+            {
+                continue;
+            }
+            if p.outstanding_resends >= cfg.timeout_resends {
+                self.peer_dead(peer);
+                continue;
+            }
+            p.outstanding_resends += 1;
+            p.last_resend_tick = Some(tick);
+            if !resends.is_empty() {
+                // Rotate: the first due RPC after the one resent last time.
+                let i = resends
+                    .iter()
+                    .position(|(id, _)| id.id > p.resend_cursor)
+                    .unwrap_or(0);
+                let (id, wait) = resends[i];
+                p.resend_cursor = id.id;
+                self.metrics.timeouts += 1;
+                self.metrics.resends_requested += 1;
+                let (offset, length) = match wait {
+                    Wait::Data { offset, length } => (offset, length),
+                    _ => (0, 0), // probe: "do you still have this RPC?"
+                };
+                let priority = self.config.top_priority();
+                trace!(%id, offset, length, "RESEND");
+                self.queue_control(
+                    peer,
+                    id.id,
+                    Body::Resend {
+                        offset,
+                        length,
+                        priority,
+                    },
+                );
+            }
+            for id in need_acks {
+                self.queue_control(peer, id.id, Body::NeedAck);
+            }
+        }
+    }
+
+    /// Fails every RPC with a peer that stopped answering.
+    fn peer_dead(&mut self, peer: SocketAddr) {
+        self.metrics.peers_dead += 1;
+        debug!(%peer, "peer declared dead");
+        let lo = RpcId { peer, id: 0 };
+        let hi = RpcId { peer, id: u64::MAX };
+        let ids: Vec<RpcId> = self.rpcs.range(lo..=hi).map(|(id, _)| *id).collect();
+        for id in ids {
+            if id.is_client() {
+                self.fail_client_rpc(id, RpcError::PeerDead);
+            } else if self.remove_rpc(id).is_some() {
+                self.metrics.server_rpcs_discarded += 1;
+            }
+        }
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.outstanding_resends = 0;
+            p.last_resend_tick = None;
+        }
+        self.schedule_grants();
+    }
+
+    fn forget_idle_peers(&mut self, now: Nanos) {
+        let idle = self.config.peer_idle_ns;
+        let rpcs = &self.rpcs;
+        self.peers.retain(|&addr, p| {
+            let has_rpcs = rpcs
+                .range(
+                    RpcId { peer: addr, id: 0 }..=RpcId {
+                        peer: addr,
+                        id: u64::MAX,
+                    },
+                )
+                .next()
+                .is_some();
+            has_rpcs || !p.pending_acks.is_empty() || now.saturating_sub(p.last_active) < idle
+        });
+    }
+}

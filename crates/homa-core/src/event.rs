@@ -1,0 +1,89 @@
+//! What the core tells the application, and the errors of its API.
+
+use bytes::Bytes;
+use std::fmt;
+use std::net::SocketAddr;
+use thiserror::Error;
+
+/// Names one RPC on an endpoint: the peer it is with and the id as this
+/// endpoint knows it (even on the client, odd on the server).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RpcId {
+    /// The other end: the server for a client RPC, the client for a server RPC.
+    pub peer: SocketAddr,
+    /// The id; even for RPCs this endpoint started as a client.
+    pub id: u64,
+}
+
+impl RpcId {
+    /// True if this endpoint is the client of the RPC.
+    pub fn is_client(&self) -> bool {
+        self.id & 1 == 0
+    }
+}
+
+impl fmt::Display for RpcId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rpc {} with {}", self.id, self.peer)
+    }
+}
+
+/// Something the application must hear about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A whole request arrived; answer it with `Endpoint::reply`.
+    Request {
+        /// The server-side RPC to reply to.
+        rpc: RpcId,
+        /// The request message.
+        message: Bytes,
+    },
+    /// The whole response to one of this endpoint's requests arrived; the
+    /// RPC is finished.
+    Response {
+        /// The client-side RPC.
+        rpc: RpcId,
+        /// The response message.
+        message: Bytes,
+    },
+    /// A client RPC failed and will never complete.
+    Failed {
+        /// The client-side RPC.
+        rpc: RpcId,
+        /// Why.
+        error: RpcError,
+    },
+}
+
+/// Why an RPC failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum RpcError {
+    /// The peer stopped answering: `timeout_resends` RESENDs went unanswered.
+    #[error("peer is not responding (presumed dead)")]
+    PeerDead,
+    /// The response was longer than this endpoint accepts.
+    #[error("the response exceeds the maximum message size")]
+    ResponseTooLong,
+}
+
+/// Misuse of the core's API.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Error {
+    /// The message exceeds `Config::max_message_size`.
+    #[error("message of {len} bytes exceeds the maximum of {max} bytes")]
+    MessageTooLong {
+        /// Bytes offered.
+        len: usize,
+        /// The limit.
+        max: u32,
+    },
+    /// No RPC with this id exists (it finished, failed or was aborted).
+    #[error("no such RPC: {0}")]
+    UnknownRpc(RpcId),
+    /// `reply` was called for a client RPC, or for a request already answered.
+    #[error("{0} is not a request awaiting a reply")]
+    NotAwaitingReply(RpcId),
+    /// The destination cannot be used (port 0 or an unspecified address).
+    #[error("invalid destination {0}: {1}")]
+    BadAddress(SocketAddr, &'static str),
+}

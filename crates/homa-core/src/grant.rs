@@ -1,0 +1,307 @@
+//! Receiver-side grant scheduling (thesis §3.4, Ch. 5; Homa/Linux §4.4).
+//!
+//! Among incoming messages that still need grants, the receiver picks the
+//! active set by SRPT (fewest bytes left to receive first), at most one
+//! message per peer (a peer sends only its shortest message anyway), at most
+//! `max_overcommit` messages (controlled overcommitment). Each active message
+//! is granted up to `grant_window` bytes beyond what has arrived, rounded up
+//! to whole packets, as long as the total granted-but-unreceived bytes stay
+//! within `max_incoming`. A share of grants goes to the oldest message so
+//! that the largest never starve under SRPT.
+
+use crate::priority::sched_priority;
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+
+/// One incoming message that may need grants, as the scheduler sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate<K> {
+    /// Caller's handle for the message.
+    pub key: K,
+    /// The sender.
+    pub peer: SocketAddr,
+    /// Message length.
+    pub length: u32,
+    /// Distinct bytes received.
+    pub received: u32,
+    /// Bytes the sender may already send.
+    pub granted: u32,
+}
+
+/// A grant to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant<K> {
+    /// Which message.
+    pub key: K,
+    /// New grant offset (exclusive).
+    pub offset: u32,
+    /// Priority for the sender to use.
+    pub priority: u8,
+}
+
+/// Parameters of one scheduling pass.
+#[derive(Debug, Clone, Copy)]
+pub struct GrantParams {
+    /// Most active messages.
+    pub max_overcommit: u32,
+    /// Outstanding bytes per active message.
+    pub grant_window: u32,
+    /// Cap on outstanding bytes over all messages.
+    pub max_incoming: u32,
+    /// Smallest grant worth sending unless it completes the message.
+    pub grant_increment: u32,
+    /// Bytes per full packet; grants are rounded up to this.
+    pub packet_payload: u32,
+    /// Scheduled priority levels (0..sched_levels).
+    pub sched_levels: u8,
+}
+
+/// Plans grants. `candidates` must come in SRPT order (fewest bytes left
+/// first, ties oldest first) and include only messages with
+/// `granted < length`. `outstanding` is the granted-but-unreceived total over
+/// all incoming messages.
+pub fn plan<K: Copy>(
+    candidates: impl IntoIterator<Item = Candidate<K>>,
+    params: &GrantParams,
+    outstanding: u64,
+) -> Vec<Grant<K>> {
+    let mut active: Vec<Candidate<K>> = Vec::new();
+    let mut peers = BTreeSet::new();
+    for c in candidates {
+        if active.len() >= params.max_overcommit as usize {
+            break;
+        }
+        if peers.insert(c.peer) {
+            active.push(c);
+        }
+    }
+    let mut budget = (params.max_incoming as u64).saturating_sub(outstanding);
+    let n = active.len();
+    let mut grants = Vec::new();
+    for (rank, c) in active.iter().enumerate() {
+        let want = round_up(
+            c.received.saturating_add(params.grant_window),
+            params.packet_payload,
+        )
+        .min(c.length);
+        if want <= c.granted {
+            continue;
+        }
+        let mut target = want;
+        // Only bytes beyond what is already received count as outstanding.
+        let base = c.granted.max(c.received);
+        let added = (target - base) as u64;
+        if added > budget {
+            if budget == 0 {
+                break;
+            }
+            target = round_up(base + budget as u32, params.packet_payload).min(c.length);
+        }
+        if target - c.granted < params.grant_increment && target < c.length {
+            continue;
+        }
+        budget = budget.saturating_sub((target - base) as u64);
+        grants.push(Grant {
+            key: c.key,
+            offset: target,
+            priority: sched_priority(rank, n, params.sched_levels),
+        });
+    }
+    grants
+}
+
+fn round_up(v: u32, unit: u32) -> u32 {
+    if unit == 0 {
+        return v;
+    }
+    v.div_ceil(unit).saturating_mul(unit)
+}
+
+/// Decides when the oldest message gets a grant outside SRPT order: after
+/// every `increment × (1000 − fraction) / fraction` bytes granted by SRPT,
+/// the oldest message gets `increment` bytes, so it receives `fraction`‰
+/// of the granted bytes.
+#[derive(Debug, Clone)]
+pub struct FifoGrants {
+    fraction: u32,
+    increment: u32,
+    srpt_bytes: u64,
+}
+
+impl FifoGrants {
+    /// `fraction` in thousandths; 0 turns FIFO grants off.
+    pub fn new(fraction: u32, increment: u32) -> FifoGrants {
+        FifoGrants {
+            fraction,
+            increment,
+            srpt_bytes: 0,
+        }
+    }
+
+    /// Counts bytes granted by SRPT.
+    pub fn record_srpt(&mut self, bytes: u32) {
+        self.srpt_bytes += bytes as u64;
+    }
+
+    /// Bytes to grant the oldest message now, if its turn has come.
+    pub fn take_due(&mut self) -> Option<u32> {
+        if self.fraction == 0 || self.increment == 0 {
+            return None;
+        }
+        let period = self.increment as u64 * (1000 - self.fraction as u64) / self.fraction as u64;
+        if self.srpt_bytes >= period {
+            self.srpt_bytes -= period;
+            Some(self.increment)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(i: u8) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, i], 4000))
+    }
+
+    fn params() -> GrantParams {
+        GrantParams {
+            max_overcommit: 8,
+            grant_window: 10_000,
+            max_incoming: 1_000_000,
+            grant_increment: 1,
+            packet_payload: 1_000,
+            sched_levels: 4,
+        }
+    }
+
+    fn cand(key: u32, peer: u8, length: u32, received: u32, granted: u32) -> Candidate<u32> {
+        Candidate {
+            key,
+            peer: addr(peer),
+            length,
+            received,
+            granted,
+        }
+    }
+
+    /// Candidates sorted as the endpoint sorts them (fewest left first).
+    fn srpt(mut v: Vec<Candidate<u32>>) -> Vec<Candidate<u32>> {
+        v.sort_by_key(|c| (c.length - c.received, c.key));
+        v
+    }
+
+    #[test]
+    fn grants_in_srpt_order_with_window() {
+        let c = srpt(vec![
+            cand(1, 1, 100_000, 10_000, 10_000),
+            cand(2, 2, 50_000, 10_000, 10_000),
+            cand(3, 3, 30_000, 10_000, 10_000),
+        ]);
+        let g = plan(c, &params(), 0);
+        assert_eq!(g.iter().map(|g| g.key).collect::<Vec<_>>(), vec![3, 2, 1]);
+        assert!(g.iter().all(|g| g.offset == 20_000));
+        // Shortest highest; three active messages use levels 2, 1, 0.
+        assert_eq!(
+            g.iter().map(|g| g.priority).collect::<Vec<_>>(),
+            vec![2, 1, 0]
+        );
+    }
+
+    #[test]
+    fn one_message_per_peer() {
+        let c = srpt(vec![
+            cand(1, 1, 30_000, 10_000, 10_000),
+            cand(2, 1, 40_000, 10_000, 10_000),
+            cand(3, 2, 90_000, 10_000, 10_000),
+        ]);
+        let g = plan(c, &params(), 0);
+        assert_eq!(g.iter().map(|g| g.key).collect::<Vec<_>>(), vec![1, 3]);
+    }
+
+    #[test]
+    fn overcommit_limit() {
+        let c: Vec<_> = (0..20u32)
+            .map(|i| cand(i, i as u8, 100_000 + i * 1_000, 10_000, 10_000))
+            .collect();
+        let p = GrantParams {
+            max_overcommit: 5,
+            ..params()
+        };
+        let g = plan(srpt(c), &p, 0);
+        assert_eq!(
+            g.iter().map(|g| g.key).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 4]
+        );
+        // 5 active on 4 levels: the two shortest share the top level.
+        assert_eq!(
+            g.iter().map(|g| g.priority).collect::<Vec<_>>(),
+            vec![3, 3, 2, 1, 0]
+        );
+    }
+
+    #[test]
+    fn max_incoming_bounds_outstanding_bytes() {
+        let c = srpt(vec![
+            cand(1, 1, 100_000, 10_000, 10_000),
+            cand(2, 2, 200_000, 10_000, 10_000),
+        ]);
+        let p = GrantParams {
+            max_incoming: 25_000,
+            ..params()
+        };
+        // 10,000 already outstanding: 15,000 left; first gets 10,000,
+        // second the remaining 5,000.
+        let g = plan(c.clone(), &p, 10_000);
+        assert_eq!(g.len(), 2);
+        assert_eq!((g[0].key, g[0].offset), (1, 20_000));
+        assert_eq!((g[1].key, g[1].offset), (2, 15_000));
+        // Nothing left: no grants.
+        assert!(plan(c, &p, 25_000).is_empty());
+    }
+
+    #[test]
+    fn grants_round_up_to_packets_and_stop_at_length() {
+        let c = vec![cand(1, 1, 15_500, 1_234, 1_234)];
+        let g = plan(c, &params(), 0);
+        // 1,234 + 10,000 = 11,234 → 12,000.
+        assert_eq!(g[0].offset, 12_000);
+        let c = vec![cand(1, 1, 15_500, 9_000, 12_000)];
+        let g = plan(c, &params(), 0);
+        assert_eq!(g[0].offset, 15_500);
+    }
+
+    #[test]
+    fn small_increments_wait_unless_they_finish_the_message() {
+        let p = GrantParams {
+            grant_increment: 5_000,
+            ..params()
+        };
+        // Window would move the grant by only 1,000: not sent.
+        assert!(plan(vec![cand(1, 1, 100_000, 1_000, 10_000)], &p, 0).is_empty());
+        // 1,000 more finishes the message: sent.
+        let g = plan(vec![cand(1, 1, 11_000, 1_000, 10_000)], &p, 0);
+        assert_eq!(g[0].offset, 11_000);
+    }
+
+    #[test]
+    fn fully_windowed_messages_get_nothing() {
+        assert!(plan(vec![cand(1, 1, 100_000, 1_000, 11_000)], &params(), 0).is_empty());
+    }
+
+    #[test]
+    fn fifo_share() {
+        let mut f = FifoGrants::new(50, 50_000);
+        assert_eq!(f.take_due(), None);
+        f.record_srpt(949_999);
+        assert_eq!(f.take_due(), None);
+        f.record_srpt(1);
+        assert_eq!(f.take_due(), Some(50_000));
+        assert_eq!(f.take_due(), None);
+        let mut off = FifoGrants::new(0, 50_000);
+        off.record_srpt(u32::MAX);
+        assert_eq!(off.take_due(), None);
+    }
+}

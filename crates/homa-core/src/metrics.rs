@@ -1,0 +1,113 @@
+//! Counters of everything the core does, so a performance or loss question
+//! can be answered from numbers.
+
+use homa_wire::PacketType;
+use serde::Serialize;
+
+/// Packets and bytes, per packet type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PerType {
+    /// Packets of each type, indexed by [`PacketType::index`].
+    pub packets: [u64; 9],
+    /// Bytes (Homa header and payload) of each type.
+    pub bytes: [u64; 9],
+}
+
+impl PerType {
+    pub(crate) fn count(&mut self, ty: PacketType, bytes: usize) {
+        self.packets[ty.index()] += 1;
+        self.bytes[ty.index()] += bytes as u64;
+    }
+
+    /// Packets of one type.
+    pub fn packets_of(&self, ty: PacketType) -> u64 {
+        self.packets[ty.index()]
+    }
+
+    /// Bytes of one type.
+    pub fn bytes_of(&self, ty: PacketType) -> u64 {
+        self.bytes[ty.index()]
+    }
+
+    /// Packets of all types.
+    pub fn total_packets(&self) -> u64 {
+        self.packets.iter().sum()
+    }
+}
+
+/// A snapshot of an endpoint's counters and gauges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Metrics {
+    /// Packets handed to the driver, by type.
+    pub sent: PerType,
+    /// Packets accepted from the driver, by type.
+    pub received: PerType,
+    /// Message bytes sent in DATA packets (first transmissions and retransmissions).
+    pub data_bytes_sent: u64,
+    /// Message bytes sent again because of a RESEND or a restart.
+    pub data_bytes_retransmitted: u64,
+    /// Message bytes received that were already present (duplicates).
+    pub duplicate_data_bytes: u64,
+    /// Requests sent by this endpoint as a client.
+    pub requests_started: u64,
+    /// Requests delivered to the application (server side).
+    pub requests_delivered: u64,
+    /// Responses delivered to the application (client side).
+    pub responses_delivered: u64,
+    /// GRANT packets whose grant was chosen by SRPT.
+    pub grants_srpt: u64,
+    /// GRANT packets given to the oldest message (FIFO share).
+    pub grants_fifo: u64,
+    /// Data packets sent from the oldest message (pacer FIFO share).
+    pub pacer_fifo_packets: u64,
+    /// Timer expiries that found an RPC silent for `resend_ticks`.
+    pub timeouts: u64,
+    /// RESENDs sent after a timeout (also counted in `sent`).
+    pub resends_requested: u64,
+    /// BUSY packets sent in answer to a RESEND.
+    pub busy_replies: u64,
+    /// Client RPCs restarted because the server did not know them.
+    pub restarts: u64,
+    /// Peers declared dead.
+    pub peers_dead: u64,
+    /// Client RPCs that failed (any reason).
+    pub rpcs_failed: u64,
+    /// RPCs aborted by the application.
+    pub rpcs_aborted: u64,
+    /// Server RPCs discarded without a reply reaching the client (peer dead,
+    /// RPC_UNKNOWN from the client).
+    pub server_rpcs_discarded: u64,
+    /// Acks received (piggy-backed and in ACK packets) that freed an RPC.
+    pub acks_received: u64,
+    /// Acks sent (piggy-backed and in ACK packets).
+    pub acks_sent: u64,
+    /// CUTOFFS packets sent because a sender used an old version.
+    pub cutoffs_sent: u64,
+    /// Times the receiver's own cutoffs changed.
+    pub cutoff_updates: u64,
+    /// Requests sent with the incast flag.
+    pub incast_requests: u64,
+    /// Packets that did not parse.
+    pub malformed_dropped: u64,
+    /// Packets that parsed but made no sense (wrong port, bad lengths,
+    /// inconsistent message lengths, …).
+    pub invalid_dropped: u64,
+    /// Packets for RPCs this endpoint has no state for.
+    pub unknown_rpc_packets: u64,
+    /// DATA for an RPC acknowledged recently: stale duplicates, not executed.
+    pub stale_duplicates: u64,
+    /// DATA that would have started a message beyond `rx_buffer_limit`.
+    pub rx_buffer_drops: u64,
+    /// Gauge: RPCs in existence (client and server).
+    pub active_rpcs: u64,
+    /// Gauge: client RPCs in existence.
+    pub active_client_rpcs: u64,
+    /// Gauge: bytes held in incoming message buffers.
+    pub rx_bytes_buffered: u64,
+    /// Gauge: bytes held in outgoing messages.
+    pub tx_bytes_buffered: u64,
+    /// Gauge: peers with state.
+    pub peers: u64,
+    /// Gauge: acknowledged RPCs remembered against stale duplicates.
+    pub remembered_acks: u64,
+}

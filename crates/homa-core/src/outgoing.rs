@@ -1,0 +1,288 @@
+//! An outgoing message: segmentation into packets, the unscheduled prefix,
+//! what grants allow, and retransmission of ranges a receiver asked for.
+
+use bytes::Bytes;
+use std::collections::VecDeque;
+
+/// Retransmission requests kept per message; more are ignored (the receiver
+/// asks again after its next timeout), so a peer cannot grow our memory.
+const MAX_RESEND_RANGES: usize = 32;
+
+/// The next packet's worth of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    /// Offset of the first byte.
+    pub offset: u32,
+    /// Bytes (0 only for the single packet of an empty message).
+    pub len: u32,
+    /// Priority to send it at.
+    pub priority: u8,
+    /// Sent because of a RESEND or restart.
+    pub retransmit: bool,
+}
+
+/// A message being sent.
+#[derive(Debug)]
+pub struct OutMessage {
+    /// The bytes.
+    pub data: Bytes,
+    /// `data.len()`.
+    pub length: u32,
+    /// Next byte never sent before.
+    pub next_offset: u32,
+    /// Bytes we may send (unscheduled prefix plus grants).
+    pub granted: u32,
+    /// The unscheduled prefix: sent at once, at `unsched_priority`.
+    pub unsched_limit: u32,
+    /// Priority of the unscheduled bytes, from the receiver's cutoffs.
+    pub unsched_priority: u8,
+    /// Priority of scheduled bytes, from the latest grant.
+    pub sched_priority: u8,
+    resend: VecDeque<(u32, u32, u8)>,
+    /// Creation order, for the pacer's FIFO share and tie-breaking.
+    pub seq: u64,
+    empty_sent: bool,
+}
+
+impl OutMessage {
+    /// A message whose first `unsched_limit` bytes (already rounded up to
+    /// whole packets by the caller) go without grants.
+    pub fn new(data: Bytes, unsched_limit: u32, unsched_priority: u8, seq: u64) -> OutMessage {
+        let length = data.len() as u32;
+        let unsched_limit = unsched_limit.min(length);
+        OutMessage {
+            data,
+            length,
+            next_offset: 0,
+            granted: unsched_limit,
+            unsched_limit,
+            unsched_priority,
+            sched_priority: 0,
+            resend: VecDeque::new(),
+            seq,
+            empty_sent: false,
+        }
+    }
+
+    /// Something can be sent now.
+    pub fn has_sendable(&self) -> bool {
+        !self.resend.is_empty()
+            || self.next_offset < self.granted
+            || (self.length == 0 && !self.empty_sent)
+    }
+
+    /// Every byte has been sent at least once.
+    pub fn all_sent(&self) -> bool {
+        if self.length == 0 {
+            self.empty_sent
+        } else {
+            self.next_offset >= self.length
+        }
+    }
+
+    /// Every byte we may send has been sent (we wait for grants or are done).
+    pub fn granted_all_sent(&self) -> bool {
+        self.next_offset >= self.granted && (self.length > 0 || self.empty_sent)
+    }
+
+    /// Bytes never sent; the sender's SRPT key.
+    pub fn bytes_left(&self) -> u32 {
+        self.length - self.next_offset
+    }
+
+    /// What the receiver can count on arriving without more grants.
+    pub fn incoming(&self) -> u32 {
+        self.granted
+    }
+
+    fn priority_at(&self, offset: u32) -> u8 {
+        if offset < self.unsched_limit {
+            self.unsched_priority
+        } else {
+            self.sched_priority
+        }
+    }
+
+    /// Takes the next packet: retransmissions first, then new bytes.
+    pub fn next_chunk(&mut self, max_payload: u32) -> Option<Chunk> {
+        if let Some((start, end, priority)) = self.resend.pop_front() {
+            let len = (end - start).min(max_payload);
+            if start + len < end {
+                self.resend.push_front((start + len, end, priority));
+            }
+            return Some(Chunk {
+                offset: start,
+                len,
+                priority,
+                retransmit: true,
+            });
+        }
+        if self.length == 0 {
+            if self.empty_sent {
+                return None;
+            }
+            self.empty_sent = true;
+            return Some(Chunk {
+                offset: 0,
+                len: 0,
+                priority: self.unsched_priority,
+                retransmit: false,
+            });
+        }
+        if self.next_offset >= self.granted {
+            return None;
+        }
+        let offset = self.next_offset;
+        let len = (self.granted - offset).min(max_payload);
+        self.next_offset += len;
+        Some(Chunk {
+            offset,
+            len,
+            priority: self.priority_at(offset),
+            retransmit: false,
+        })
+    }
+
+    /// Applies a GRANT. Returns true if it allowed more bytes.
+    pub fn grant(&mut self, offset: u32, priority: u8) -> bool {
+        self.sched_priority = priority;
+        let offset = offset.min(self.length);
+        if offset > self.granted {
+            self.granted = offset;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Applies a RESEND for `[offset, offset+length)` (`length` already
+    /// resolved, never the "everything" marker): bytes already sent are
+    /// queued again, and the request also grants the range, since the
+    /// receiver evidently wants it (this repairs a lost GRANT). Returns true
+    /// if anything was queued for retransmission now; false means the
+    /// range lies in bytes not sent yet, so the caller answers BUSY.
+    pub fn resend(&mut self, offset: u32, length: u32, priority: u8) -> bool {
+        let end = offset.saturating_add(length).min(self.length);
+        if end > self.granted {
+            self.granted = end;
+        }
+        if self.length == 0 {
+            let was_sent = self.empty_sent;
+            self.empty_sent = false;
+            return was_sent;
+        }
+        let sent_end = end.min(self.next_offset);
+        if offset >= sent_end {
+            return false;
+        }
+        if self.resend.len() < MAX_RESEND_RANGES
+            && !self
+                .resend
+                .iter()
+                .any(|&(s, e, _)| s <= offset && sent_end <= e)
+        {
+            self.resend.push_back((offset, sent_end, priority));
+        }
+        true
+    }
+
+    /// Stops sending: the receiver evidently has the whole message (a
+    /// client saw the response start).
+    pub fn finish(&mut self) {
+        self.resend.clear();
+        self.next_offset = self.length;
+        self.granted = self.length;
+        self.empty_sent = true;
+    }
+
+    /// Starts over as if never sent (the receiver lost all state).
+    pub fn restart(&mut self) {
+        self.resend.clear();
+        self.next_offset = 0;
+        self.granted = self.unsched_limit;
+        self.empty_sent = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(len: usize, unsched: u32) -> OutMessage {
+        OutMessage::new(Bytes::from(vec![7u8; len]), unsched, 6, 0)
+    }
+
+    #[test]
+    fn sends_unscheduled_prefix_then_waits_for_grants() {
+        let mut m = msg(10_000, 3_000);
+        let mut sent = vec![];
+        while let Some(c) = m.next_chunk(1_000) {
+            sent.push(c);
+        }
+        assert_eq!(sent.len(), 3);
+        assert!(sent.iter().all(|c| c.priority == 6 && c.len == 1_000));
+        assert!(m.granted_all_sent() && !m.all_sent());
+        assert!(m.grant(5_500, 2));
+        let c = m.next_chunk(1_000).unwrap();
+        assert_eq!((c.offset, c.len, c.priority), (3_000, 1_000, 2));
+        let c = m.next_chunk(1_000).unwrap();
+        assert_eq!((c.offset, c.len), (4_000, 1_000));
+        let c = m.next_chunk(1_000).unwrap();
+        assert_eq!((c.offset, c.len), (5_000, 500));
+        assert_eq!(m.next_chunk(1_000), None);
+        // A grant beyond the end is clamped.
+        assert!(m.grant(1 << 30, 1));
+        assert_eq!(m.granted, 10_000);
+        while m.next_chunk(1_000).is_some() {}
+        assert!(m.all_sent());
+        // Old grants change nothing.
+        assert!(!m.grant(20, 0));
+    }
+
+    #[test]
+    fn empty_message_is_one_packet() {
+        let mut m = msg(0, 3_000);
+        assert!(m.has_sendable());
+        let c = m.next_chunk(1_000).unwrap();
+        assert_eq!((c.offset, c.len), (0, 0));
+        assert!(m.all_sent() && !m.has_sendable());
+        assert!(m.resend(0, 0, 7));
+        assert!(m.has_sendable());
+    }
+
+    #[test]
+    fn resend_requeues_sent_bytes_and_grants_the_range() {
+        let mut m = msg(10_000, 3_000);
+        while m.next_chunk(1_000).is_some() {}
+        // Range partly sent: only the sent part is retransmitted; the rest
+        // becomes granted and goes out as new data.
+        assert!(m.resend(2_500, 2_000, 5));
+        assert_eq!(m.granted, 4_500);
+        let c = m.next_chunk(1_000).unwrap();
+        assert_eq!(
+            (c.offset, c.len, c.retransmit, c.priority),
+            (2_500, 500, true, 5)
+        );
+        let c = m.next_chunk(1_000).unwrap();
+        assert_eq!((c.offset, c.len, c.retransmit), (3_000, 1_000, false));
+        // Range entirely unsent: nothing to retransmit → caller sends BUSY.
+        let mut m = msg(10_000, 3_000);
+        assert!(!m.resend(0, 100, 5));
+        // Duplicate RESENDs are not queued twice.
+        while m.next_chunk(1_000).is_some() {}
+        assert!(m.resend(0, 1_000, 5));
+        assert!(m.resend(0, 1_000, 5));
+        assert!(m.next_chunk(1_000).unwrap().retransmit);
+        assert!(!m.next_chunk(1_000).is_some_and(|c| c.retransmit));
+    }
+
+    #[test]
+    fn restart_goes_back_to_the_unscheduled_prefix() {
+        let mut m = msg(10_000, 3_000);
+        m.grant(10_000, 1);
+        while m.next_chunk(1_000).is_some() {}
+        m.restart();
+        assert_eq!((m.next_offset, m.granted), (0, 3_000));
+        assert_eq!(m.next_chunk(1_000).unwrap().offset, 0);
+    }
+}

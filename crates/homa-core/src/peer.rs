@@ -1,0 +1,52 @@
+//! What an endpoint remembers about each peer (address and port): the
+//! cutoffs it gave us, loss-detection state, and acks owed to it.
+
+use crate::priority::PriorityPlan;
+use crate::Nanos;
+use homa_wire::MAX_PRIORITIES;
+use std::collections::VecDeque;
+
+/// Per-peer state.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// Unscheduled cutoffs this peer (as a receiver) asked us to use.
+    pub cutoffs: [u32; MAX_PRIORITIES],
+    /// Version of those cutoffs; 0 = the defaults, none received yet.
+    pub cutoff_version: u16,
+    /// Tick at which we last sent this peer our cutoffs.
+    pub cutoffs_sent_tick: Option<u64>,
+    /// RESENDs (or NEED_ACKs) sent since we last heard from the peer.
+    pub outstanding_resends: u32,
+    /// Tick of the latest RESEND to this peer.
+    pub last_resend_tick: Option<u64>,
+    /// Id of the RPC that got the latest RESEND, so the next one goes to
+    /// the following RPC (rotation).
+    pub resend_cursor: u64,
+    /// Client ids of finished RPCs whose server (this peer) has not been
+    /// told yet.
+    pub pending_acks: VecDeque<u64>,
+    /// Last time anything was heard from or sent to the peer.
+    pub last_active: Nanos,
+}
+
+impl Peer {
+    /// A peer we know nothing about yet.
+    pub fn new(now: Nanos, num_priorities: u8) -> Peer {
+        Peer {
+            cutoffs: PriorityPlan::default_for(num_priorities).cutoffs,
+            cutoff_version: 0,
+            cutoffs_sent_tick: None,
+            outstanding_resends: 0,
+            last_resend_tick: None,
+            resend_cursor: 0,
+            pending_acks: VecDeque::new(),
+            last_active: now,
+        }
+    }
+
+    /// A packet arrived from the peer: it is alive.
+    pub fn heard_from(&mut self, now: Nanos) {
+        self.outstanding_resends = 0;
+        self.last_active = now;
+    }
+}

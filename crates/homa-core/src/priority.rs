@@ -1,0 +1,315 @@
+//! Priority allocation (thesis §3.5, Homa/Linux `homa_prio`).
+//!
+//! A receiver splits its priority levels between unscheduled and scheduled
+//! traffic in proportion to the share of incoming bytes that arrive
+//! unscheduled (rounded, at least one level each), and picks unscheduled
+//! cutoffs so that each unscheduled level carries about the same number of
+//! unscheduled bytes, shorter messages on higher levels. It ships the cutoffs
+//! to senders in CUTOFFS packets; a sender picks the highest level whose
+//! cutoff is at least the message length. Scheduled levels are chosen per
+//! grant: the active messages use the lowest levels, the shortest the highest.
+
+use homa_wire::{CUTOFF_UNLIMITED, MAX_PRIORITIES};
+
+/// The receiver's current allocation of priority levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PriorityPlan {
+    /// Wire cutoffs: `cutoffs[i]` is the largest message length whose
+    /// unscheduled bytes use level `i`; 0 for scheduled and unused levels,
+    /// [`CUTOFF_UNLIMITED`] for entry 0 and the lowest unscheduled level.
+    pub cutoffs: [u32; MAX_PRIORITIES],
+    /// Levels 0..sched_levels carry scheduled data.
+    pub sched_levels: u8,
+}
+
+/// Linux Homa's default unscheduled cutoffs for 8 levels, highest level
+/// first: 200 B, 2,800 B, 15,000 B, then everything else.
+const LINUX_DEFAULT_CUTOFFS: [u32; 3] = [200, 2_800, 15_000];
+
+impl PriorityPlan {
+    /// The allocation used before any sizes have been measured: Linux's
+    /// defaults (half the levels unscheduled), shrunk to `num_priorities`.
+    pub fn default_for(num_priorities: u8) -> PriorityPlan {
+        let p = num_priorities.clamp(1, MAX_PRIORITIES as u8);
+        if p == 1 {
+            return PriorityPlan::single_level();
+        }
+        let unsched = (p / 2).max(1);
+        let boundaries: Vec<u32> = LINUX_DEFAULT_CUTOFFS
+            .iter()
+            .copied()
+            .take(unsched as usize - 1)
+            .collect();
+        PriorityPlan::from_boundaries(p, p - unsched, &boundaries)
+    }
+
+    fn single_level() -> PriorityPlan {
+        let mut cutoffs = [0; MAX_PRIORITIES];
+        cutoffs[0] = CUTOFF_UNLIMITED;
+        PriorityPlan {
+            cutoffs,
+            sched_levels: 1,
+        }
+    }
+
+    /// Builds the wire cutoffs: `boundaries` ascending, the smallest for the
+    /// top level; the lowest unscheduled level (`sched_levels`) takes the rest.
+    fn from_boundaries(p: u8, sched_levels: u8, boundaries: &[u32]) -> PriorityPlan {
+        let mut cutoffs = [0; MAX_PRIORITIES];
+        cutoffs[0] = CUTOFF_UNLIMITED;
+        cutoffs[sched_levels as usize] = CUTOFF_UNLIMITED;
+        for (i, b) in boundaries.iter().enumerate() {
+            cutoffs[p as usize - 1 - i] = *b;
+        }
+        PriorityPlan {
+            cutoffs,
+            sched_levels,
+        }
+    }
+
+    /// Computes an allocation from a sample of incoming message lengths.
+    /// `unsched_bytes` is how much of each message a sender sends
+    /// unscheduled. Returns the default allocation for an empty sample.
+    pub fn from_sizes(sizes: &[u32], unsched_bytes: u32, num_priorities: u8) -> PriorityPlan {
+        let p = num_priorities.clamp(1, MAX_PRIORITIES as u8);
+        let total: u64 = sizes.iter().map(|&s| s as u64).sum();
+        if p == 1 || total == 0 {
+            return if p == 1 {
+                PriorityPlan::single_level()
+            } else {
+                PriorityPlan::default_for(p)
+            };
+        }
+        let unsched = |s: u32| s.min(unsched_bytes) as u64;
+        let unsched_total: u64 = sizes.iter().map(|&s| unsched(s)).sum();
+        // Share of levels for unscheduled traffic, rounded to the nearest
+        // integer; each kind gets at least one level.
+        let levels = ((unsched_total as f64 / total as f64) * p as f64).round() as u8;
+        let unsched_levels = levels.clamp(1, p - 1);
+        let sched_levels = p - unsched_levels;
+        // Equal unscheduled bytes per level: walk the sizes in order and cut
+        // where the running sum crosses each 1/n-th of the total.
+        let mut sorted = sizes.to_vec();
+        sorted.sort_unstable();
+        let mut boundaries = Vec::with_capacity(unsched_levels as usize - 1);
+        let mut acc = 0u64;
+        let mut next = 1u64;
+        for &s in &sorted {
+            acc += unsched(s);
+            while next < unsched_levels as u64
+                && acc * unsched_levels as u64 >= next * unsched_total
+            {
+                boundaries.push(s);
+                next += 1;
+            }
+        }
+        PriorityPlan::from_boundaries(p, sched_levels, &boundaries)
+    }
+
+    /// True when `other` differs enough to be worth sending to every sender:
+    /// a different level split, or a cutoff that moved by more than 20%.
+    pub fn differs_significantly(&self, other: &PriorityPlan) -> bool {
+        if self.sched_levels != other.sched_levels {
+            return true;
+        }
+        self.cutoffs
+            .iter()
+            .zip(other.cutoffs.iter())
+            .any(|(&a, &b)| {
+                let (lo, hi) = (a.min(b) as u64, a.max(b) as u64);
+                hi * 5 > lo * 6
+            })
+    }
+}
+
+/// The level a sender uses for the unscheduled bytes of a message of
+/// `length` bytes, given the receiver's cutoffs: the highest level whose
+/// cutoff is at least the length, never above `num_priorities - 1`.
+pub fn unsched_priority(cutoffs: &[u32; MAX_PRIORITIES], length: u32, num_priorities: u8) -> u8 {
+    let top = num_priorities.clamp(1, MAX_PRIORITIES as u8) - 1;
+    let level = (1..MAX_PRIORITIES)
+        .rev()
+        .find(|&i| cutoffs[i] != 0 && cutoffs[i] >= length)
+        .unwrap_or(0) as u8;
+    level.min(top)
+}
+
+/// The scheduled level for the active message of SRPT rank `rank` (0 =
+/// shortest) among `active` messages: the active messages occupy the lowest
+/// levels, the shortest the highest of them; when there are more active
+/// messages than levels the shortest share the top scheduled level.
+pub fn sched_priority(rank: usize, active: usize, sched_levels: u8) -> u8 {
+    let from_longest = active.saturating_sub(1).saturating_sub(rank);
+    from_longest.min(sched_levels.max(1) as usize - 1) as u8
+}
+
+/// A bounded window of recent incoming message lengths for recomputing the
+/// cutoffs.
+#[derive(Debug, Clone)]
+pub struct SizeSampler {
+    sizes: Vec<u32>,
+    next: usize,
+    capacity: usize,
+}
+
+impl SizeSampler {
+    /// Remembers at most `capacity` lengths.
+    pub fn new(capacity: usize) -> SizeSampler {
+        SizeSampler {
+            sizes: Vec::new(),
+            next: 0,
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Records one message length, replacing the oldest when full.
+    pub fn record(&mut self, length: u32) {
+        if self.sizes.len() < self.capacity {
+            self.sizes.push(length);
+        } else {
+            self.sizes[self.next] = length;
+            self.next = (self.next + 1) % self.capacity;
+        }
+    }
+
+    /// The lengths remembered.
+    pub fn sizes(&self) -> &[u32] {
+        &self.sizes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U: u32 = CUTOFF_UNLIMITED;
+
+    #[test]
+    fn linux_defaults_for_eight_levels() {
+        let p = PriorityPlan::default_for(8);
+        assert_eq!(p.sched_levels, 4);
+        assert_eq!(p.cutoffs, [U, 0, 0, 0, U, 15_000, 2_800, 200]);
+        assert_eq!(unsched_priority(&p.cutoffs, 100, 8), 7);
+        assert_eq!(unsched_priority(&p.cutoffs, 200, 8), 7);
+        assert_eq!(unsched_priority(&p.cutoffs, 201, 8), 6);
+        assert_eq!(unsched_priority(&p.cutoffs, 15_000, 8), 5);
+        assert_eq!(unsched_priority(&p.cutoffs, 15_001, 8), 4);
+        assert_eq!(unsched_priority(&p.cutoffs, 10_000_000, 8), 4);
+    }
+
+    #[test]
+    fn fewer_levels() {
+        let one = PriorityPlan::default_for(1);
+        assert_eq!(one.sched_levels, 1);
+        assert_eq!(unsched_priority(&one.cutoffs, 5, 1), 0);
+        let two = PriorityPlan::default_for(2);
+        assert_eq!(two.sched_levels, 1);
+        assert_eq!(unsched_priority(&two.cutoffs, 5, 2), 1);
+        assert_eq!(unsched_priority(&two.cutoffs, 5_000_000, 2), 1);
+        // A sender with fewer levels than the receiver's plan clamps.
+        let eight = PriorityPlan::default_for(8);
+        assert_eq!(unsched_priority(&eight.cutoffs, 5, 4), 3);
+    }
+
+    #[test]
+    fn split_follows_unscheduled_byte_fraction() {
+        // 80% of bytes unscheduled → 6.4 → 6 unscheduled levels, 2 scheduled
+        // (the thesis's example). 800 messages of 1,000 B and one of 240,000 B
+        // with 40,000 unscheduled: unsched = 800,000 + 40,000 of 1,040,000.
+        let mut sizes = vec![1_000u32; 800];
+        sizes.push(240_000);
+        let plan = PriorityPlan::from_sizes(&sizes, 40_000, 8);
+        // 840,000 / 1,040,000 = 0.807 → 6.46 → 6 levels.
+        assert_eq!(plan.sched_levels, 2);
+        // All-small workload: everything unscheduled, still one scheduled level.
+        let plan = PriorityPlan::from_sizes(&[100; 50], 40_000, 8);
+        assert_eq!(plan.sched_levels, 1);
+        // All-huge workload: still one unscheduled level.
+        let plan = PriorityPlan::from_sizes(&[10_000_000; 50], 40_000, 8);
+        assert_eq!(plan.sched_levels, 7);
+        assert_eq!(plan.cutoffs, [U, 0, 0, 0, 0, 0, 0, U]);
+    }
+
+    #[test]
+    fn cutoffs_balance_unscheduled_bytes() {
+        // Sizes 100, 200, … 1,000 (ten of each), all unscheduled: total
+        // 55,000 B. With 8 levels all 8 would be unscheduled, clamped to 7
+        // with one scheduled level, so 7 unscheduled levels of ~7,857 B each.
+        let mut sizes = Vec::new();
+        for s in (100..=1_000).step_by(100) {
+            sizes.extend(std::iter::repeat_n(s, 10));
+        }
+        let plan = PriorityPlan::from_sizes(&sizes, 40_000, 8);
+        assert_eq!(plan.sched_levels, 1);
+        // Cumulative bytes: 100→1,000 200→3,000 300→6,000 400→10,000
+        // 500→15,000 600→21,000 700→28,000 800→36,000 900→45,000 1000→55,000.
+        // Boundaries at k/7 of 55,000: 7,857→400, 15,714→600, 23,571→700,
+        // 31,429→800, 39,286→900, 47,143→1,000.
+        assert_eq!(plan.cutoffs, [U, U, 1_000, 900, 800, 700, 600, 400]);
+        assert_eq!(unsched_priority(&plan.cutoffs, 400, 8), 7);
+        assert_eq!(unsched_priority(&plan.cutoffs, 401, 8), 6);
+        assert_eq!(unsched_priority(&plan.cutoffs, 1_001, 8), 1);
+    }
+
+    #[test]
+    fn two_unscheduled_levels_split_bytes_in_half() {
+        // Half the messages 100 B, half 10,000 B, unsched 10,000: bytes are
+        // 99% in the big ones; 8 levels → round(8 × 1.0) → clamped 7.
+        // With 2 levels: 1 unscheduled (the lowest takes all), 1 scheduled.
+        let mut sizes = vec![100u32; 100];
+        sizes.extend(vec![10_000u32; 100]);
+        let plan = PriorityPlan::from_sizes(&sizes, 10_000, 2);
+        assert_eq!(plan.sched_levels, 1);
+        assert_eq!(plan.cutoffs[1], U);
+        // With 4 levels and a 50% unscheduled share: 2 + 2, and the boundary
+        // sits where half the unscheduled bytes are reached.
+        let mut sizes = vec![1_000u32; 100]; // 100,000 unscheduled bytes
+        sizes.push(4_000); // its 2,000 unsched; rest scheduled
+        sizes.extend(vec![3_000u32; 1]);
+        let plan = PriorityPlan::from_sizes(&[1_000, 1_000, 2_000, 40_000], 2_000, 4);
+        // unsched: 1,000 + 1,000 + 2,000 + 2,000 = 6,000 of 44,000 = 14% → 0.55 → 1 level.
+        assert_eq!(plan.sched_levels, 3);
+        let _ = sizes;
+    }
+
+    #[test]
+    fn scheduled_levels_lowest_free_shortest_highest() {
+        // Three active messages on four scheduled levels use levels 0..3,
+        // shortest (rank 0) at level 2.
+        assert_eq!(sched_priority(0, 3, 4), 2);
+        assert_eq!(sched_priority(1, 3, 4), 1);
+        assert_eq!(sched_priority(2, 3, 4), 0);
+        // A single active message sits on the lowest level.
+        assert_eq!(sched_priority(0, 1, 4), 0);
+        // More messages than levels: the shortest share the top level.
+        assert_eq!(sched_priority(0, 4, 3), 2);
+        assert_eq!(sched_priority(1, 4, 3), 2);
+        assert_eq!(sched_priority(2, 4, 3), 1);
+        assert_eq!(sched_priority(3, 4, 3), 0);
+    }
+
+    #[test]
+    fn significant_change_detection() {
+        let a = PriorityPlan::default_for(8);
+        assert!(!a.differs_significantly(&a));
+        let mut b = a;
+        b.cutoffs[7] = 230; // 15% bigger
+        assert!(!a.differs_significantly(&b));
+        b.cutoffs[7] = 260; // 30% bigger
+        assert!(a.differs_significantly(&b));
+        let mut c = a;
+        c.sched_levels = 3;
+        assert!(a.differs_significantly(&c));
+    }
+
+    #[test]
+    fn sampler_is_bounded() {
+        let mut s = SizeSampler::new(3);
+        for i in 0..10 {
+            s.record(i);
+        }
+        let mut v = s.sizes().to_vec();
+        v.sort();
+        assert_eq!(v, vec![7, 8, 9]);
+    }
+}
