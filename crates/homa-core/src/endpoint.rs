@@ -1160,3 +1160,6 @@ impl Endpoint {
         });
     }
 }
+
+#[cfg(test)]
+mod tests;

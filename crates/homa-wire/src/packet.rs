@@ -41,6 +41,7 @@ pub const DATA_FLAG_INCAST: u8 = 0x01;
 // Header offsets shared by emit and parse.
 const OFF_SPORT: usize = 0;
 const OFF_DPORT: usize = 2;
+const OFF_SEQUENCE: usize = 4;
 const OFF_TYPE: usize = 11;
 const OFF_SENDER_ID: usize = 20;
 const OFF_BODY: usize = COMMON_HEADER_LEN;
@@ -129,9 +130,10 @@ impl PacketType {
             PacketType::Resend => COMMON_HEADER_LEN + 9,
             PacketType::Cutoffs => COMMON_HEADER_LEN + 4 * MAX_PRIORITIES + 2,
             PacketType::Ack => COMMON_HEADER_LEN + 2 + MAX_ACKS * ACK_ENTRY_LEN,
-            PacketType::RpcUnknown | PacketType::Busy | PacketType::Freeze | PacketType::NeedAck => {
-                COMMON_HEADER_LEN
-            }
+            PacketType::RpcUnknown
+            | PacketType::Busy
+            | PacketType::Freeze
+            | PacketType::NeedAck => COMMON_HEADER_LEN,
         }
     }
 
@@ -284,7 +286,9 @@ pub enum Body<'a> {
     Resend {
         /// First byte wanted.
         offset: u32,
-        /// Bytes wanted; [`RESEND_ALL`] = everything sent so far; 0 = a probe.
+        /// Bytes wanted; [`RESEND_ALL`] = everything sent so far. (This
+        /// implementation sends 0 as a liveness probe for an RPC whose
+        /// message waits for grants; Linux never sends 0.)
         length: u32,
         /// Priority for the retransmitted DATA.
         priority: u8,
@@ -375,7 +379,12 @@ impl<'a> Packet<'a> {
                     cutoff_version: be16(buf, OFF_CUTOFF_VERSION),
                     retransmit: buf[OFF_RETRANSMIT] != 0,
                     flags: buf[OFF_FLAGS],
-                    offset: be32(buf, OFF_DATA_OFFSET),
+                    offset: match be32(buf, OFF_DATA_OFFSET) {
+                        // Linux writes -1 here when the offset is only in
+                        // the sequence field (single-packet sends, TSO).
+                        u32::MAX => be32(buf, OFF_SEQUENCE),
+                        offset => offset,
+                    },
                 };
                 let payload = &buf[DATA_HEADER_LEN..];
                 let end = header.offset as u64 + payload.len() as u64;
@@ -562,6 +571,29 @@ mod tests {
         assert_eq!(PacketType::Ack.header_len(), 80);
         assert_eq!(PacketType::Data.doff(), 0xE0);
         assert_eq!(PacketType::Busy.doff(), 0x50);
+    }
+
+    #[test]
+    fn data_offset_minus_one_means_use_the_sequence_field() {
+        let common = CommonHeader {
+            sport: 1,
+            dport: 2,
+            sender_id: 4,
+        };
+        let header = DataHeader {
+            message_length: 3_000,
+            offset: 1_400,
+            ..DataHeader::default()
+        };
+        let mut v = Vec::new();
+        Packet::emit_data_header(&common, &header, &mut v);
+        v.extend_from_slice(&[9; 100]);
+        v[OFF_DATA_OFFSET..DATA_HEADER_LEN].copy_from_slice(&[0xff; 4]);
+        let p = Packet::parse(&v).unwrap();
+        let Body::Data { header: h, payload } = p.body else {
+            panic!()
+        };
+        assert_eq!((h.offset, payload.len()), (1_400, 100));
     }
 
     #[test]
