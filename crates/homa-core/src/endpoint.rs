@@ -56,8 +56,9 @@ enum State {
 enum Wait {
     /// Data it expects: ask for this range again.
     Data { offset: u32, length: u32 },
-    /// Grants (our message is stalled): probe that the peer still has it.
-    Grant,
+    /// Nothing it can ask for (it waits for grants, or we withhold ours):
+    /// probe that the peer is alive and still has the RPC.
+    Probe,
     /// An ack for a fully sent response.
     Ack,
 }
@@ -95,19 +96,24 @@ impl Rpc {
     }
 
     fn wait(&self) -> Option<Wait> {
-        let gap = |m: &InMessage| {
-            (m.outstanding() > 0).then(|| {
+        // An incoming message either expects granted bytes (ask for the
+        // first gap) or waits on our own grants, in which case we still
+        // probe now and then that the sender is alive.
+        let incoming = |m: &InMessage| {
+            Some(if m.outstanding() > 0 {
                 let (s, e) = m.first_gap().unwrap_or((m.received, m.granted));
                 Wait::Data {
                     offset: s,
                     length: e - s,
                 }
+            } else {
+                Wait::Probe
             })
         };
         match self.state {
             State::Client => {
                 if let Some(m) = &self.msgin {
-                    gap(m)
+                    incoming(m)
                 } else if self.msgout.as_ref().is_some_and(|m| m.granted_all_sent()) {
                     Some(Wait::Data {
                         offset: 0,
@@ -117,14 +123,14 @@ impl Rpc {
                     None
                 }
             }
-            State::Receiving => self.msgin.as_ref().and_then(gap),
+            State::Receiving => self.msgin.as_ref().and_then(incoming),
             State::InService => None,
             State::Responding => {
                 let m = self.msgout.as_ref()?;
                 if !m.granted_all_sent() {
                     None
                 } else if !m.all_sent() {
-                    Some(Wait::Grant)
+                    Some(Wait::Probe)
                 } else {
                     Some(Wait::Ack)
                 }
@@ -1090,13 +1096,20 @@ impl Endpoint {
             }
             p.outstanding_resends += 1;
             p.last_resend_tick = Some(tick);
-            if !resends.is_empty() {
+            // Missing data first; probes only when nothing is missing.
+            let missing: Vec<(RpcId, Wait)> = resends
+                .iter()
+                .copied()
+                .filter(|(_, w)| matches!(w, Wait::Data { .. }))
+                .collect();
+            let pool = if missing.is_empty() { &resends } else { &missing };
+            if !pool.is_empty() {
                 // Rotate: the first due RPC after the one resent last time.
-                let i = resends
+                let i = pool
                     .iter()
                     .position(|(id, _)| id.id > p.resend_cursor)
                     .unwrap_or(0);
-                let (id, wait) = resends[i];
+                let (id, wait) = pool[i];
                 p.resend_cursor = id.id;
                 self.metrics.timeouts += 1;
                 self.metrics.resends_requested += 1;
