@@ -848,9 +848,9 @@ impl Endpoint {
             }
             None => false,
         };
-        if resent {
-            self.update_sendable(id);
-        } else {
+        // The RESEND may also have granted bytes never sent: re-file first.
+        self.update_sendable(id);
+        if !resent {
             self.metrics.busy_replies += 1;
             self.queue_control(id.peer, id.id, Body::Busy);
         }
@@ -1102,7 +1102,11 @@ impl Endpoint {
                 .copied()
                 .filter(|(_, w)| matches!(w, Wait::Data { .. }))
                 .collect();
-            let pool = if missing.is_empty() { &resends } else { &missing };
+            let pool = if missing.is_empty() {
+                &resends
+            } else {
+                &missing
+            };
             if !pool.is_empty() {
                 // Rotate: the first due RPC after the one resent last time.
                 let i = pool

@@ -153,7 +153,13 @@ fn messages_of_every_awkward_size_arrive_intact() {
                 net.eps[1].reply(0, rpc, message).unwrap();
             }
             if let Some(ev) = net.eps[0].poll_event() {
-                assert_eq!(ev, Event::Response { rpc, message: req.clone() });
+                assert_eq!(
+                    ev,
+                    Event::Response {
+                        rpc,
+                        message: req.clone()
+                    }
+                );
                 break;
             }
         }
@@ -174,14 +180,26 @@ fn api_misuse_is_a_typed_error() {
     let mut e = Endpoint::new(Config::default(), addr(0), 0).unwrap();
     let big = Bytes::from(vec![0; 1_000_001]);
     let err = e.send_request(0, addr(1), big).unwrap_err();
-    assert_eq!(err, Error::MessageTooLong { len: 1_000_001, max: 1_000_000 });
+    assert_eq!(
+        err,
+        Error::MessageTooLong {
+            len: 1_000_001,
+            max: 1_000_000
+        }
+    );
     assert!(err.to_string().contains("exceeds the maximum"));
     let err = e
         .send_request(0, "127.0.0.1:0".parse().unwrap(), Bytes::new())
         .unwrap_err();
     assert!(matches!(err, Error::BadAddress(..)));
-    let bogus = RpcId { peer: addr(1), id: 7 };
-    assert_eq!(e.reply(0, bogus, Bytes::new()), Err(Error::UnknownRpc(bogus)));
+    let bogus = RpcId {
+        peer: addr(1),
+        id: 7,
+    };
+    assert_eq!(
+        e.reply(0, bogus, Bytes::new()),
+        Err(Error::UnknownRpc(bogus))
+    );
     let client = e.send_request(0, addr(1), Bytes::new()).unwrap();
     assert_eq!(
         e.reply(0, client, Bytes::new()),
@@ -227,7 +245,9 @@ fn receiver_grants_in_srpt_order_with_priorities() {
     };
     let mut net = Net::new(4, config);
     for (i, len) in [(1, 300_000), (2, 100_000), (3, 200_000)] {
-        net.eps[i].send_request(0, addr(0), payload(len, 0)).unwrap();
+        net.eps[i]
+            .send_request(0, addr(0), payload(len, 0))
+            .unwrap();
     }
     // Deliver the unscheduled packets, interleaved as they would arrive.
     let mut grants: Vec<(SocketAddr, u32, u8)> = Vec::new();
@@ -294,8 +314,12 @@ fn only_one_message_per_peer_is_granted() {
         ..Config::default()
     };
     let mut net = Net::new(2, config);
-    net.eps[1].send_request(0, addr(0), payload(150_000, 0)).unwrap();
-    net.eps[1].send_request(0, addr(0), payload(100_000, 0)).unwrap();
+    net.eps[1]
+        .send_request(0, addr(0), payload(150_000, 0))
+        .unwrap();
+    net.eps[1]
+        .send_request(0, addr(0), payload(100_000, 0))
+        .unwrap();
     let sent = net.pump_with(|from, _| from == 0);
     let ids: BTreeSet<u64> = sent
         .iter()
@@ -319,23 +343,37 @@ fn fifo_grants_keep_the_oldest_message_moving() {
             ..Config::default()
         };
         let mut net = Net::new(6, config);
-        let big = net.eps[1].send_request(0, addr(0), payload(1_000_000, 0)).unwrap();
+        let big = net.eps[1]
+            .send_request(0, addr(0), payload(1_000_000, 0))
+            .unwrap();
         for _ in 0..300 {
             for i in 2..6 {
-                net.eps[i].send_request(0, addr(0), payload(100_000, 0)).unwrap();
+                net.eps[i]
+                    .send_request(0, addr(0), payload(100_000, 0))
+                    .unwrap();
             }
             net.pump_n(250, |_, _| false);
             net.serve(0, |_| Bytes::new());
-            if net.events(1).iter().any(|e| matches!(e, Event::Response { rpc, .. } if *rpc == big)) {
+            if net
+                .events(1)
+                .iter()
+                .any(|e| matches!(e, Event::Response { rpc, .. } if *rpc == big))
+            {
                 return (true, net.eps[0].metrics().grants_fifo);
             }
         }
         (false, net.eps[0].metrics().grants_fifo)
     };
     let (done, fifo_grants) = run(200);
-    assert!(done && fifo_grants > 0, "done {done}, fifo grants {fifo_grants}");
+    assert!(
+        done && fifo_grants > 0,
+        "done {done}, fifo grants {fifo_grants}"
+    );
     let (done, fifo_grants) = run(0);
-    assert!(!done && fifo_grants == 0, "done {done}, fifo grants {fifo_grants}");
+    assert!(
+        !done && fifo_grants == 0,
+        "done {done}, fifo grants {fifo_grants}"
+    );
 }
 
 // ---------------------------------------------------------------- priorities
@@ -343,9 +381,15 @@ fn fifo_grants_keep_the_oldest_message_moving() {
 #[test]
 fn control_packets_use_the_top_priority_and_unscheduled_data_the_cutoffs() {
     let mut net = Net::new(2, Config::default());
-    net.eps[0].send_request(0, addr(1), payload(100, 0)).unwrap();
-    net.eps[0].send_request(0, addr(1), payload(5_000, 0)).unwrap();
-    net.eps[0].send_request(0, addr(1), payload(30_000, 0)).unwrap();
+    net.eps[0]
+        .send_request(0, addr(1), payload(100, 0))
+        .unwrap();
+    net.eps[0]
+        .send_request(0, addr(1), payload(5_000, 0))
+        .unwrap();
+    net.eps[0]
+        .send_request(0, addr(1), payload(30_000, 0))
+        .unwrap();
     let sent = net.pump();
     for (_, t) in &sent {
         match parse(t).body {
@@ -365,14 +409,18 @@ fn control_packets_use_the_top_priority_and_unscheduled_data_the_cutoffs() {
 #[test]
 fn cutoffs_are_sent_to_senders_with_an_old_version_and_used() {
     let mut net = Net::new(2, Config::default());
-    net.eps[0].send_request(0, addr(1), payload(100, 0)).unwrap();
+    net.eps[0]
+        .send_request(0, addr(1), payload(100, 0))
+        .unwrap();
     let sent = net.pump();
     // The first DATA carries version 0; the receiver answers with CUTOFFS.
     assert_eq!(count(&sent, PacketType::Cutoffs), 1);
     let peer = &net.eps[0].peers[&addr(1)];
     assert_eq!(peer.cutoff_version, 1);
     // Next message uses the receiver's version: no more CUTOFFS.
-    net.eps[0].send_request(0, addr(1), payload(100, 0)).unwrap();
+    net.eps[0]
+        .send_request(0, addr(1), payload(100, 0))
+        .unwrap();
     let sent = net.pump();
     assert_eq!(count(&sent, PacketType::Cutoffs), 0);
 }
@@ -404,7 +452,9 @@ fn receiver_recomputes_cutoffs_from_the_sizes_it_sees() {
     assert_eq!(version, 2);
     assert_eq!(net.eps[1].metrics().cutoff_updates, 1);
     // The sender learns the new version with its next message.
-    net.eps[0].send_request(net.now, addr(1), payload(100, 0)).unwrap();
+    net.eps[0]
+        .send_request(net.now, addr(1), payload(100, 0))
+        .unwrap();
     net.pump();
     assert_eq!(net.eps[0].peers[&addr(1)].cutoff_version, 2);
     assert_eq!(net.eps[0].peers[&addr(1)].cutoffs, plan.cutoffs);
@@ -448,7 +498,9 @@ fn pacer_fifo_share_serves_the_oldest_message() {
     let mut e = Endpoint::new(Config::default(), addr(0), 0).unwrap();
     e.send_request(0, addr(1), payload(40_000, 0)).unwrap();
     e.send_request(0, addr(2), payload(30_000, 0)).unwrap();
-    let dsts: Vec<SocketAddr> = std::iter::from_fn(|| e.poll_transmit(0)).map(|t| t.dst).collect();
+    let dsts: Vec<SocketAddr> = std::iter::from_fn(|| e.poll_transmit(0))
+        .map(|t| t.dst)
+        .collect();
     // 1 packet in 20 goes to the older (longer) message while the shorter
     // one is still sending.
     let p = Config::default().max_payload() as usize;
@@ -464,7 +516,9 @@ fn pacer_fifo_share_serves_the_oldest_message() {
 fn lost_data_is_asked_for_again_after_resend_ticks() {
     let config = Config::default();
     let mut net = Net::new(2, config.clone());
-    let rpc = net.eps[0].send_request(0, addr(1), payload(5_000, 9)).unwrap();
+    let rpc = net.eps[0]
+        .send_request(0, addr(1), payload(5_000, 9))
+        .unwrap();
     // Lose the second DATA packet.
     let mut n = 0;
     net.pump_with(|_, t| {
@@ -519,7 +573,9 @@ fn resend_for_a_request_being_served_gets_busy() {
 #[test]
 fn request_the_server_never_saw_is_restarted_after_rpc_unknown() {
     let mut net = Net::new(2, Config::default());
-    net.eps[0].send_request(0, addr(1), payload(3_000, 5)).unwrap();
+    net.eps[0]
+        .send_request(0, addr(1), payload(3_000, 5))
+        .unwrap();
     // The whole request is lost.
     net.pump_with(|_, t| t.packet_type == PacketType::Data);
     let mut seen = vec![];
@@ -567,7 +623,9 @@ fn dead_server_fails_rpcs_within_the_timeout_bound() {
     let config = Config::default();
     let mut net = Net::new(2, config.clone());
     let a = net.eps[0].send_request(0, addr(1), payload(10, 0)).unwrap();
-    let b = net.eps[0].send_request(0, addr(1), payload(100_000, 0)).unwrap();
+    let b = net.eps[0]
+        .send_request(0, addr(1), payload(100_000, 0))
+        .unwrap();
     // Nothing ever reaches the server.
     let bound = config.resend_ticks + config.timeout_resends * config.resend_interval + 1;
     let mut failed = BTreeSet::new();
@@ -675,9 +733,8 @@ fn lost_ack_is_recovered_with_need_ack() {
     let mut need_ack_seen = false;
     for _ in 0..(config.need_ack_ticks + config.resend_interval + 2) {
         net.tick();
-        let sent = net.pump_with(|from, t| {
-            from == 0 && t.packet_type == PacketType::Ack && !need_ack_seen
-        });
+        let sent = net
+            .pump_with(|from, t| from == 0 && t.packet_type == PacketType::Ack && !need_ack_seen);
         for (_, t) in &sent {
             need_ack_seen |= t.packet_type == PacketType::NeedAck;
         }
@@ -739,7 +796,10 @@ fn many_outstanding_requests_ask_for_small_unscheduled_responses() {
         }
     }
     let full = per_rpc.values().filter(|&&b| b == 20_000).count();
-    let limited = per_rpc.values().filter(|&&b| b == config.max_payload()).count();
+    let limited = per_rpc
+        .values()
+        .filter(|&&b| b == config.max_payload())
+        .count();
     assert_eq!((full, limited), (threshold, 2));
 }
 
@@ -809,4 +869,56 @@ fn rx_buffer_limit_bounds_memory() {
     assert_eq!(m.active_rpcs, 2);
     assert_eq!(m.rx_buffer_drops, 8);
     assert!(m.rx_bytes_buffered <= 3_000_000);
+}
+
+#[test]
+fn resend_beyond_what_was_sent_grants_and_sends_it() {
+    // A GRANT was lost: the receiver asks for bytes the sender was never
+    // allowed to send. The RESEND itself grants them, and they go out.
+    let mut net = Net::new(2, Config::default());
+    net.eps[0]
+        .send_request(0, addr(1), payload(100_000, 0))
+        .unwrap();
+    let sent = net.pump_with(|_, _| true); // everything lost
+    let sent_bytes: u32 = sent
+        .iter()
+        .filter_map(|(_, t)| match parse(t).body {
+            Body::Data { payload, .. } => Some(payload.len() as u32),
+            _ => None,
+        })
+        .sum();
+    let resend = Packet {
+        common: CommonHeader {
+            sport: 4000,
+            dport: 4000,
+            sender_id: 0,
+        },
+        body: Body::Resend {
+            offset: sent_bytes,
+            length: 20_000,
+            priority: 7,
+        },
+    };
+    let id = net.eps[0].rpcs.keys().next().unwrap().id;
+    let mut resend = resend;
+    resend.common.sender_id = id | 1;
+    net.eps[0].handle_packet(0, addr(1).ip(), &resend.to_vec());
+    let mut data = 0;
+    let mut busy = 0;
+    while let Some(t) = net.eps[0].poll_transmit(0) {
+        match parse(&t).body {
+            Body::Data { header, payload } => {
+                assert!(header.offset >= sent_bytes);
+                data += payload.len() as u32;
+            }
+            Body::Busy => busy += 1,
+            b => panic!("{b:?}"),
+        }
+    }
+    assert_eq!(
+        busy, 1,
+        "nothing was retransmitted, so the sender says BUSY"
+    );
+    let p = Config::default().max_payload();
+    assert!(data >= 20_000 && data < 20_000 + p, "sent {data}");
 }
