@@ -172,6 +172,8 @@ pub struct Endpoint {
     acked: AckMemory,
     tick: u64,
     next_tick: Nanos,
+    /// When idle peers are next looked for.
+    peer_sweep_at: Nanos,
     /// Granted-but-unreceived bytes over all incoming messages.
     incoming_outstanding: u64,
     rx_buffered: u64,
@@ -195,6 +197,7 @@ impl Endpoint {
     /// carry). `seed` makes the RPC ids it picks reproducible.
     pub fn new(config: Config, local: SocketAddr, seed: u64) -> Result<Endpoint, ConfigError> {
         config.validate()?;
+        let config_peer_idle = config.peer_idle_ns;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         // Random even start, so a restarted client does not reuse the ids
         // of its previous life that servers may still remember.
@@ -221,6 +224,7 @@ impl Endpoint {
             data_packets: 0,
             acked: AckMemory::default(),
             tick: 0,
+            peer_sweep_at: config_peer_idle,
             incoming_outstanding: 0,
             rx_buffered: 0,
             tx_buffered: 0,
@@ -995,7 +999,11 @@ impl Endpoint {
         if !self.is_idle() {
             Some(self.next_tick)
         } else {
-            self.acked.next_expiry()
+            let sweep = (!self.peers.is_empty()).then_some(self.peer_sweep_at);
+            [self.acked.next_expiry(), sweep]
+                .into_iter()
+                .flatten()
+                .min()
         }
     }
 
@@ -1004,6 +1012,10 @@ impl Endpoint {
     /// [`Endpoint::poll_timeout`]; calling early is harmless.
     pub fn handle_timeout(&mut self, now: Nanos) {
         self.acked.expire(now);
+        if now >= self.peer_sweep_at {
+            self.forget_idle_peers(now);
+            self.peer_sweep_at = now + (self.config.peer_idle_ns / 4).max(self.config.tick_ns);
+        }
         if now < self.next_tick {
             return;
         }
@@ -1027,9 +1039,6 @@ impl Endpoint {
             .collect();
         for peer in owed {
             self.flush_acks(peer, 0);
-        }
-        if self.tick % 1024 == 0 {
-            self.forget_idle_peers(now);
         }
     }
 

@@ -97,7 +97,9 @@ pub fn plan<K: Copy>(
             }
             target = round_up(base + budget as u32, params.packet_payload).min(c.length);
         }
-        if target - c.granted < params.grant_increment && target < c.length {
+        // (An increment larger than the window could never be reached.)
+        let increment = params.grant_increment.min(params.grant_window);
+        if target - c.granted < increment && target < c.length {
             continue;
         }
         budget = budget.saturating_sub((target - base) as u64);
@@ -284,6 +286,17 @@ mod tests {
         // 1,000 more finishes the message: sent.
         let g = plan(vec![cand(1, 1, 11_000, 1_000, 10_000)], &p, 0);
         assert_eq!(g[0].offset, 11_000);
+    }
+
+    #[test]
+    fn increment_larger_than_window_still_grants() {
+        let p = GrantParams {
+            grant_window: 4_000,
+            grant_increment: 10_000,
+            ..params()
+        };
+        let g = plan(vec![cand(1, 1, 100_000, 4_000, 4_000)], &p, 0);
+        assert_eq!(g[0].offset, 8_000);
     }
 
     #[test]

@@ -922,3 +922,33 @@ fn resend_beyond_what_was_sent_grants_and_sends_it() {
     let p = Config::default().max_payload();
     assert!(data >= 20_000 && data < 20_000 + p, "sent {data}");
 }
+
+#[test]
+fn idle_peers_are_forgotten() {
+    let config = Config {
+        peer_idle_ns: 1_000_000_000,
+        ..Config::default()
+    };
+    let mut net = Net::new(2, config);
+    net.eps[0].send_request(0, addr(1), payload(10, 0)).unwrap();
+    net.pump();
+    net.serve(1, |_| Bytes::new());
+    net.pump();
+    net.tick();
+    net.pump();
+    for e in &mut net.eps {
+        assert!(e.is_idle());
+        assert_eq!(e.metrics().peers, 1);
+        // An idle endpoint still asks for a timer to forget its peers.
+        let mut t = e.poll_timeout().expect("a sweep is pending");
+        for _ in 0..10 {
+            e.handle_timeout(t);
+            match e.poll_timeout() {
+                Some(next) => t = next,
+                None => break,
+            }
+        }
+        assert_eq!(e.metrics().peers, 0);
+        assert_eq!(e.poll_timeout(), None);
+    }
+}
