@@ -1,0 +1,673 @@
+//! The blocking API and the machinery that drives the protocol core.
+//!
+//! Who reads the socket: the thread that is waiting for something. A thread
+//! blocked in `recv_response` or `recv_request` takes the *reader* role and
+//! sleeps on the socket itself, so a message for it needs no hand-off
+//! between threads (one wake-up per message, as with a bare UDP socket).
+//! Other waiting threads sleep on a condition variable and are woken when
+//! the reader has something for them. When no application thread waits, a
+//! background thread takes the role, so grants, timers and the pacer keep
+//! running; a thread that starts waiting kicks it aside through an eventfd.
+//! Packets are sent by whichever thread produced them (an application call
+//! or the reader), under the endpoint's lock, at most as fast as the pacer
+//! allows.
+
+use crate::config::Config;
+use crate::socket::{HomaSocket, RecvBufs};
+use crate::wake::{sleep, Kick};
+use crate::Error;
+use bytes::Bytes;
+use homa_core::{Event, Metrics, Nanos, Pacer, RpcId, Transmit};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// Longest a reader sleeps before looking at the world again.
+const MAX_SLEEP: Duration = Duration::from_millis(10);
+/// How long the reader role must have been free before the background
+/// thread takes it (an application thread usually comes back sooner).
+const BACKGROUND_GRACE: Duration = Duration::from_micros(200);
+/// Pacer waits shorter than this are spun rather than slept (sleeps are
+/// rounded up to the timer slack, ~50 µs).
+const SPIN_BELOW: Duration = Duration::from_micros(30);
+/// Receive batches taken in one go before other work gets a turn.
+const RECV_ROUNDS: usize = 8;
+
+/// A request delivered to a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The RPC, for [`Endpoint::reply`]; `id.peer` is the client.
+    pub id: RpcId,
+    /// The request message.
+    pub message: Bytes,
+}
+
+/// Counters of the runtime itself (the protocol's are in [`Metrics`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RuntimeStats {
+    /// Packets handed to the kernel.
+    pub packets_sent: u64,
+    /// Send system calls (each may carry many packets).
+    pub send_calls: u64,
+    /// Packets the kernel refused (buffer full); Homa recovers them.
+    pub send_drops: u64,
+    /// Packets dropped on purpose by fault injection.
+    pub injected_drops: u64,
+    /// Datagrams received.
+    pub packets_received: u64,
+    /// Receive system calls that returned data.
+    pub recv_calls: u64,
+    /// Times the pacer held a packet back.
+    pub pacer_holds: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    Nobody,
+    App,
+    Background,
+}
+
+struct State {
+    core: homa_core::Endpoint,
+    pacer: Option<Pacer>,
+    held: Option<Transmit>,
+    batch: Vec<Transmit>,
+    outstanding: HashSet<RpcId>,
+    done: HashMap<RpcId, Result<Bytes, Error>>,
+    done_order: VecDeque<RpcId>,
+    requests: VecDeque<Request>,
+    async_responses: HashMap<RpcId, oneshot::Sender<Result<Bytes, Error>>>,
+    async_requests: VecDeque<oneshot::Sender<Request>>,
+    reader: Reader,
+    reader_free_since: Instant,
+    faults: Option<(f64, StdRng)>,
+    stats: RuntimeStats,
+}
+
+pub(crate) struct Inner {
+    sock: HomaSocket,
+    kick: Kick,
+    local: SocketAddr,
+    config: Config,
+    epoch: Instant,
+    state: Mutex<State>,
+    cond: Condvar,
+    waiters: AtomicUsize,
+    closed: AtomicBool,
+    recv_bufs: Mutex<RecvBufs>,
+    background: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Shuts the endpoint down when the last user handle goes away (the
+/// background thread holds only `Inner`).
+struct Owner(Arc<Inner>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
+}
+
+/// A Homa endpoint: one socket, any number of client and server RPCs.
+///
+/// Cheap to clone; every clone is the same endpoint, usable from any thread.
+///
+/// ```no_run
+/// use bytes::Bytes;
+/// use std::time::Duration;
+///
+/// let server = homa::Endpoint::bind("127.0.0.1:4000".parse()?, homa::Config::default())?;
+/// std::thread::spawn(move || loop {
+///     let Ok(req) = server.recv_request(None) else { break };
+///     server.reply(req.id, req.message).unwrap(); // echo
+/// });
+/// let client = homa::Endpoint::bind("127.0.0.1:0".parse()?, homa::Config::default())?;
+/// let resp = client.call("127.0.0.1:4000".parse()?, Bytes::from_static(b"hi"), Duration::from_secs(1))?;
+/// assert_eq!(&resp[..], b"hi");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Endpoint {
+    inner: Arc<Inner>,
+    _owner: Arc<Owner>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("local", &self.inner.local)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// Opens an endpoint on `addr`. Port 0 picks a client port. The IP
+    /// family of `addr` is the family of every peer.
+    pub fn bind(addr: SocketAddr, config: Config) -> Result<Endpoint, Error> {
+        let (sock, local) = HomaSocket::open(
+            addr,
+            config.transport,
+            config.socket_buffer_bytes,
+            config.segmentation_offload,
+        )?;
+        let mut config = config;
+        config.core.lower_header_bytes = sock.lower_header_bytes();
+        let seed = rand::random::<u64>();
+        let core = homa_core::Endpoint::new(config.core.clone(), local, seed)
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let pacer = (config.pacer_link_mbps > 0).then(|| {
+            Pacer::new(
+                config.pacer_link_mbps,
+                config.max_nic_queue_ns,
+                config.pacer_bypass_bytes,
+            )
+        });
+        let faults = config
+            .fault_injection
+            .map(|f| (f.drop_rate, StdRng::seed_from_u64(f.seed)));
+        let inner = Arc::new(Inner {
+            kick: Kick::new()?,
+            recv_bufs: Mutex::new(RecvBufs::new(config.recv_batch)),
+            sock,
+            local,
+            epoch: Instant::now(),
+            state: Mutex::new(State {
+                core,
+                pacer,
+                held: None,
+                batch: Vec::new(),
+                outstanding: HashSet::new(),
+                done: HashMap::new(),
+                done_order: VecDeque::new(),
+                requests: VecDeque::new(),
+                async_responses: HashMap::new(),
+                async_requests: VecDeque::new(),
+                reader: Reader::Nobody,
+                reader_free_since: Instant::now(),
+                faults,
+                stats: RuntimeStats::default(),
+            }),
+            config,
+            cond: Condvar::new(),
+            waiters: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            background: Mutex::new(None),
+        });
+        let bg = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("homa-{}", local.port()))
+            .spawn(move || bg.background())?;
+        *inner.background.lock().unwrap() = Some(handle);
+        Ok(Endpoint {
+            _owner: Arc::new(Owner(inner.clone())),
+            inner,
+        })
+    }
+
+    /// The bound address and port.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Sends `request` to `dest` and waits up to `timeout` for the response.
+    /// On timeout the RPC is aborted.
+    pub fn call(
+        &self,
+        dest: SocketAddr,
+        request: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, Error> {
+        let id = self.send_request(dest, request)?;
+        match self.recv_response(id, Some(timeout)) {
+            Err(Error::Timeout) => {
+                let _ = self.abort(id);
+                Err(Error::Timeout)
+            }
+            r => r,
+        }
+    }
+
+    /// Starts an RPC; collect its response with [`Endpoint::recv_response`]
+    /// or [`Endpoint::recv_any_response`].
+    pub fn send_request(&self, dest: SocketAddr, request: Bytes) -> Result<RpcId, Error> {
+        self.inner.check_open()?;
+        if dest.is_ipv4() != self.inner.local.is_ipv4() {
+            return Err(Error::BadAddress(format!(
+                "{dest}: this endpoint ({}) speaks the other IP version",
+                self.inner.local
+            )));
+        }
+        let inner = &self.inner;
+        let mut st = inner.lock();
+        let id = st.core.send_request(inner.now(), dest, request)?;
+        st.outstanding.insert(id);
+        inner.flush(&mut st);
+        Ok(id)
+    }
+
+    /// Waits for the response of `id` (at most `timeout`, or for ever).
+    pub fn recv_response(&self, id: RpcId, timeout: Option<Duration>) -> Result<Bytes, Error> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.inner.wait_until(deadline, |st| {
+            if let Some(r) = st.done.remove(&id) {
+                Some(r)
+            } else if !st.outstanding.contains(&id) {
+                Some(Err(Error::UnknownRpc(id)))
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Waits for whichever outstanding RPC finishes first; returns its id
+    /// and its outcome.
+    pub fn recv_any_response(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<(RpcId, Result<Bytes, Error>), Error> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.inner.wait_until(deadline, |st| {
+            while let Some(id) = st.done_order.pop_front() {
+                if let Some(r) = st.done.remove(&id) {
+                    return Some(Ok((id, r)));
+                }
+            }
+            st.outstanding
+                .is_empty()
+                .then(|| Err(Error::Config("no RPC is outstanding".into())))
+        })
+    }
+
+    /// Waits for the next request (at most `timeout`, or for ever).
+    pub fn recv_request(&self, timeout: Option<Duration>) -> Result<Request, Error> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.inner
+            .wait_until(deadline, |st| st.requests.pop_front().map(Ok))
+    }
+
+    /// Sends the response to a request.
+    pub fn reply(&self, id: RpcId, response: Bytes) -> Result<(), Error> {
+        self.inner.check_open()?;
+        let inner = &self.inner;
+        let mut st = inner.lock();
+        st.core.reply(inner.now(), id, response)?;
+        inner.flush(&mut st);
+        Ok(())
+    }
+
+    /// Abandons an RPC: a client RPC is forgotten (its response, if it comes,
+    /// is dropped); a server RPC is dropped without a reply.
+    pub fn abort(&self, id: RpcId) -> Result<(), Error> {
+        let inner = &self.inner;
+        let mut st = inner.lock();
+        let was_done = st.done.remove(&id).is_some();
+        st.outstanding.remove(&id);
+        st.async_responses.remove(&id);
+        match st.core.abort(inner.now(), id) {
+            Ok(()) => Ok(()),
+            Err(_) if was_done => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The protocol's counters and gauges.
+    pub fn metrics(&self) -> Metrics {
+        self.inner.lock().core.metrics()
+    }
+
+    /// The runtime's own counters.
+    pub fn runtime_stats(&self) -> RuntimeStats {
+        self.inner.lock().stats
+    }
+
+    /// Closes the endpoint: waiting calls return [`Error::Closed`], the
+    /// background thread stops, and RPCs in progress are abandoned.
+    pub fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+}
+
+impl Inner {
+    fn now(&self) -> Nanos {
+        self.epoch.elapsed().as_nanos() as Nanos
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock poisons it; the state is still
+        // consistent at every await point of the core, so carry on.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn check_open(&self) -> Result<(), Error> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn shutdown(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.kick.kick();
+        {
+            let mut st = self.lock();
+            st.async_responses.clear();
+            st.async_requests.clear();
+        }
+        self.cond.notify_all();
+        let handle = self.background.lock().unwrap().take();
+        if let Some(h) = handle {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    /// Hands the core's packets to the kernel as fast as the pacer allows.
+    fn flush(&self, st: &mut State) {
+        let now = self.now();
+        let lower = self.sock.lower_header_bytes() as usize;
+        let mut batch = std::mem::take(&mut st.batch);
+        loop {
+            let t = match st.held.take() {
+                Some(t) => t,
+                None => match st.core.poll_transmit(now) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
+            let ip_bytes = t.packet.len() + lower;
+            if let Some(p) = st.pacer.as_mut() {
+                if !p.may_send(now, ip_bytes) {
+                    st.held = Some(t);
+                    st.stats.pacer_holds += 1;
+                    break;
+                }
+                p.on_send(now, ip_bytes);
+            }
+            if let Some((rate, rng)) = st.faults.as_mut() {
+                if rng.gen_bool(rate.clamp(0.0, 1.0)) {
+                    st.stats.injected_drops += 1;
+                    continue;
+                }
+            }
+            batch.push(t);
+            if batch.len() >= 64 {
+                self.send_batch(st, &mut batch);
+            }
+        }
+        if !batch.is_empty() {
+            self.send_batch(st, &mut batch);
+        }
+        st.batch = batch;
+    }
+
+    fn send_batch(&self, st: &mut State, batch: &mut Vec<Transmit>) {
+        let dropped = self.sock.send(batch);
+        st.stats.packets_sent += (batch.len() - dropped) as u64;
+        st.stats.send_drops += dropped as u64;
+        st.stats.send_calls += 1;
+        batch.clear();
+    }
+
+    /// Moves core events to whoever waits for them. Returns true if any.
+    fn dispatch(&self, st: &mut State) -> bool {
+        let mut any = false;
+        while let Some(ev) = st.core.poll_event() {
+            any = true;
+            match ev {
+                Event::Request { rpc, message } => {
+                    let mut req = Some(Request { id: rpc, message });
+                    while let Some(tx) = st.async_requests.pop_front() {
+                        match tx.send(req.take().expect("present until sent")) {
+                            Ok(()) => break,
+                            Err(r) => req = Some(r), // that waiter has gone
+                        }
+                    }
+                    if let Some(r) = req {
+                        st.requests.push_back(r);
+                    }
+                }
+                Event::Response { rpc, message } => Self::finish(st, rpc, Ok(message)),
+                Event::Failed { rpc, error } => Self::finish(st, rpc, Err(error.into())),
+            }
+        }
+        any
+    }
+
+    fn finish(st: &mut State, rpc: RpcId, r: Result<Bytes, Error>) {
+        if !st.outstanding.remove(&rpc) {
+            return; // aborted meanwhile
+        }
+        if let Some(tx) = st.async_responses.remove(&rpc) {
+            if let Err(r) = tx.send(r) {
+                st.done.insert(rpc, r);
+                st.done_order.push_back(rpc);
+            }
+        } else {
+            st.done.insert(rpc, r);
+            st.done_order.push_back(rpc);
+        }
+    }
+
+    /// One round of the reader's work: sleep until there is input or a
+    /// deadline, then process what came and run due timers.
+    fn reader_step(&self, deadline: Option<Instant>, busy: bool) {
+        let now = self.now();
+        let mut wait = {
+            let st = self.lock();
+            let mut w = st
+                .core
+                .poll_timeout()
+                .map(|t| Duration::from_nanos(t.saturating_sub(now)));
+            if st.held.is_some() {
+                if let Some(p) = &st.pacer {
+                    let pw = Duration::from_nanos(p.next_send_time(now) - now);
+                    w = Some(w.map_or(pw, |x| x.min(pw)));
+                }
+            }
+            w.unwrap_or(MAX_SLEEP).min(MAX_SLEEP)
+        };
+        if let Some(d) = deadline {
+            wait = wait.min(d.saturating_duration_since(Instant::now()));
+        }
+        if !busy && wait > SPIN_BELOW {
+            let (_, kicked) = sleep(self.sock.fd(), &self.kick, Some(wait));
+            if kicked {
+                self.kick.drain();
+            }
+        }
+        let mut rb = self.recv_bufs.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..RECV_ROUNDS {
+            let n = match self.sock.recv(&mut rb) {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "receive failed");
+                    0
+                }
+            };
+            let mut st = self.lock();
+            let now = self.now();
+            if n > 0 {
+                st.stats.recv_calls += 1;
+                st.stats.packets_received += n as u64;
+            }
+            for i in 0..n {
+                let (src, bytes) = rb.datagram(i);
+                st.core.handle_packet(now, src, bytes);
+            }
+            if st.core.poll_timeout().is_some_and(|t| t <= now) {
+                st.core.handle_timeout(now);
+            }
+            self.flush(&mut st);
+            if self.dispatch(&mut st) {
+                self.cond.notify_all();
+            }
+            if n < self.config.recv_batch {
+                break;
+            }
+        }
+    }
+
+    /// Waits until `check` yields a result, reading the socket meanwhile if
+    /// nobody else does.
+    fn wait_until<T>(
+        &self,
+        deadline: Option<Instant>,
+        mut check: impl FnMut(&mut State) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        self.waiters.fetch_add(1, Ordering::AcqRel);
+        let _waiting = Waiting(&self.waiters);
+        let busy = self.config.busy_poll;
+        let mut reading = false;
+        let mut st = self.lock();
+        let result = loop {
+            if let Some(r) = check(&mut st) {
+                break r;
+            }
+            if self.closed.load(Ordering::Acquire) {
+                break Err(Error::Closed);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break Err(Error::Timeout);
+            }
+            if reading {
+                drop(st);
+                self.reader_step(deadline, busy);
+                st = self.lock();
+                continue;
+            }
+            match st.reader {
+                Reader::Nobody => {
+                    st.reader = Reader::App;
+                    reading = true;
+                    continue;
+                }
+                Reader::Background => self.kick.kick(),
+                Reader::App => {}
+            }
+            if busy {
+                drop(st);
+                std::hint::spin_loop();
+                st = self.lock();
+                continue;
+            }
+            let mut wait = MAX_SLEEP;
+            if let Some(d) = deadline {
+                wait = wait.min(d.saturating_duration_since(Instant::now()));
+            }
+            st = self
+                .cond
+                .wait_timeout(st, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        };
+        if reading {
+            st.reader = Reader::Nobody;
+            st.reader_free_since = Instant::now();
+            drop(st);
+            self.cond.notify_all();
+        }
+        result
+    }
+
+    /// Reads the socket whenever no application thread does.
+    fn background(self: Arc<Self>) {
+        loop {
+            let mut st = self.lock();
+            loop {
+                if self.closed.load(Ordering::Acquire) {
+                    return;
+                }
+                let free = st.reader == Reader::Nobody
+                    && self.waiters.load(Ordering::Acquire) == 0
+                    && st.reader_free_since.elapsed() >= BACKGROUND_GRACE;
+                if free {
+                    break;
+                }
+                let wait = if self.waiters.load(Ordering::Acquire) > 0 {
+                    MAX_SLEEP
+                } else {
+                    BACKGROUND_GRACE
+                };
+                st = self
+                    .cond
+                    .wait_timeout(st, wait)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            st.reader = Reader::Background;
+            drop(st);
+            while !self.closed.load(Ordering::Acquire) && self.waiters.load(Ordering::Acquire) == 0
+            {
+                self.reader_step(None, false);
+            }
+            let mut st = self.lock();
+            st.reader = Reader::Nobody;
+            st.reader_free_since = Instant::now();
+            drop(st);
+            self.cond.notify_all();
+        }
+    }
+
+    /// Registers an async waiter for a response; `Err` carries an immediate
+    /// answer.
+    pub(crate) fn register_response(
+        &self,
+        id: RpcId,
+    ) -> Result<oneshot::Receiver<Result<Bytes, Error>>, Result<Bytes, Error>> {
+        let mut st = self.lock();
+        if let Some(r) = st.done.remove(&id) {
+            return Err(r);
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Err(Error::Closed));
+        }
+        if !st.outstanding.contains(&id) {
+            return Err(Err(Error::UnknownRpc(id)));
+        }
+        let (tx, rx) = oneshot::channel();
+        st.async_responses.insert(id, tx);
+        Ok(rx)
+    }
+
+    /// Registers an async waiter for the next request.
+    pub(crate) fn register_request(
+        &self,
+    ) -> Result<oneshot::Receiver<Request>, Result<Request, Error>> {
+        let mut st = self.lock();
+        if let Some(r) = st.requests.pop_front() {
+            return Err(Ok(r));
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Err(Error::Closed));
+        }
+        let (tx, rx) = oneshot::channel();
+        st.async_requests.push_back(tx);
+        Ok(rx)
+    }
+}

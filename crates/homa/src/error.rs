@@ -1,0 +1,65 @@
+//! Errors of the runtime API.
+
+use homa_core::RpcId;
+use thiserror::Error;
+
+/// Why a call failed.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The wait ended before the message arrived. For `call`, the RPC has
+    /// been aborted.
+    #[error("timed out waiting for the message")]
+    Timeout,
+    /// The peer stopped answering; the RPC will never complete.
+    #[error("the peer is not responding (presumed dead)")]
+    PeerDead,
+    /// The message exceeds the configured maximum.
+    #[error("message of {len} bytes exceeds the maximum of {max} bytes")]
+    MessageTooLong {
+        /// Bytes offered.
+        len: usize,
+        /// The limit (`Config::core.max_message_size`).
+        max: u32,
+    },
+    /// The endpoint was shut down.
+    #[error("the endpoint is closed")]
+    Closed,
+    /// The address cannot be used.
+    #[error("bad address: {0}")]
+    BadAddress(String),
+    /// Raw IP mode (protocol 146) needs root or CAP_NET_RAW.
+    #[error("permission needed: {0}")]
+    PermissionDenied(String),
+    /// No RPC with this id (finished, failed, aborted, or never existed).
+    #[error("no such RPC: {0}")]
+    UnknownRpc(RpcId),
+    /// `reply` for something that is not a request awaiting a reply.
+    #[error("{0} is not a request awaiting a reply")]
+    NotAwaitingReply(RpcId),
+    /// The configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// An operating-system error.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<homa_core::Error> for Error {
+    fn from(e: homa_core::Error) -> Error {
+        match e {
+            homa_core::Error::MessageTooLong { len, max } => Error::MessageTooLong { len, max },
+            homa_core::Error::UnknownRpc(id) => Error::UnknownRpc(id),
+            homa_core::Error::NotAwaitingReply(id) => Error::NotAwaitingReply(id),
+            homa_core::Error::BadAddress(a, why) => Error::BadAddress(format!("{a}: {why}")),
+        }
+    }
+}
+
+impl From<homa_core::RpcError> for Error {
+    fn from(e: homa_core::RpcError) -> Error {
+        match e {
+            homa_core::RpcError::PeerDead => Error::PeerDead,
+            homa_core::RpcError::ResponseTooLong => Error::MessageTooLong { len: 0, max: 0 },
+        }
+    }
+}
