@@ -59,8 +59,11 @@ pub struct Config {
     pub pacer_bypass_bytes: usize,
     /// Datagrams taken per receive system call.
     pub recv_batch: usize,
-    /// Use UDP GSO (one send call per run of equal-size packets) and GRO.
+    /// Use UDP GSO: one send call per run of equal-size packets.
     pub segmentation_offload: bool,
+    /// Use UDP GRO: the kernel hands over runs of packets in one buffer.
+    /// Ignored (off) in busy-poll mode, where it adds latency.
+    pub receive_offload: bool,
     /// Socket buffer sizes (bytes) to ask the kernel for.
     pub socket_buffer_bytes: usize,
     /// Test aid: drop outgoing packets.
@@ -78,6 +81,7 @@ impl Default for Config {
             pacer_bypass_bytes: 1_000,
             recv_batch: 32,
             segmentation_offload: true,
+            receive_offload: true,
             socket_buffer_bytes: 4 << 20,
             fault_injection: None,
         }

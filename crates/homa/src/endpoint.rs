@@ -99,7 +99,13 @@ pub(crate) struct Inner {
     epoch: Instant,
     state: Mutex<State>,
     cond: Condvar,
+    /// Application threads inside `wait_until`.
     waiters: AtomicUsize,
+    /// Of those, the ones asleep on `cond` (notifying nobody costs a system
+    /// call, so it is skipped).
+    sleepers: AtomicUsize,
+    /// The background thread sleeps here, apart from application threads.
+    bg_cond: Condvar,
     closed: AtomicBool,
     recv_bufs: Mutex<RecvBufs>,
     background: Mutex<Option<JoinHandle<()>>>,
@@ -156,6 +162,9 @@ impl Endpoint {
             config.transport,
             config.socket_buffer_bytes,
             config.segmentation_offload,
+            // GRO holds packets back in the kernel for a moment; with busy
+            // polling that costs more than it saves.
+            config.receive_offload && !config.busy_poll,
         )?;
         let mut config = config;
         config.core.lower_header_bytes = sock.lower_header_bytes();
@@ -197,6 +206,8 @@ impl Endpoint {
             config,
             cond: Condvar::new(),
             waiters: AtomicUsize::new(0),
+            sleepers: AtomicUsize::new(0),
+            bg_cond: Condvar::new(),
             closed: AtomicBool::new(false),
             background: Mutex::new(None),
         });
@@ -373,6 +384,7 @@ impl Inner {
             st.async_requests.clear();
         }
         self.cond.notify_all();
+        self.bg_cond.notify_all();
         let handle = self.background.lock().unwrap().take();
         if let Some(h) = handle {
             if h.thread().id() != std::thread::current().id() {
@@ -519,7 +531,7 @@ impl Inner {
             }
             self.flush(&mut st);
             if self.dispatch(&mut st) {
-                self.cond.notify_all();
+                self.wake_sleepers();
             }
             if n < self.config.recv_batch {
                 break;
@@ -580,17 +592,19 @@ impl Inner {
             if let Some(d) = deadline {
                 wait = wait.min(d.saturating_duration_since(Instant::now()));
             }
+            self.sleepers.fetch_add(1, Ordering::AcqRel);
             st = self
                 .cond
                 .wait_timeout(st, wait)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            self.sleepers.fetch_sub(1, Ordering::AcqRel);
         };
         if reading {
             st.reader = Reader::Nobody;
             st.reader_free_since = Instant::now();
             drop(st);
-            self.cond.notify_all();
+            self.wake_sleepers();
         }
         result
     }
@@ -615,7 +629,7 @@ impl Inner {
                     BACKGROUND_GRACE
                 };
                 st = self
-                    .cond
+                    .bg_cond
                     .wait_timeout(st, wait)
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
@@ -630,6 +644,13 @@ impl Inner {
             st.reader = Reader::Nobody;
             st.reader_free_since = Instant::now();
             drop(st);
+            self.wake_sleepers();
+        }
+    }
+
+    /// Wakes application threads asleep in `wait_until`, if there are any.
+    fn wake_sleepers(&self) {
+        if self.sleepers.load(Ordering::Acquire) > 0 {
             self.cond.notify_all();
         }
     }

@@ -43,14 +43,29 @@ pub(crate) struct HomaSocket {
 /// Receive buffers, reused across calls by whichever thread is reading.
 pub(crate) struct RecvBufs {
     bufs: Vec<Vec<u8>>,
+    names: Vec<libc::sockaddr_storage>,
+    cmsgs: Vec<CmsgBuf>,
+    iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
     /// Datagrams of the last receive: (source, buffer, start, length).
     pub(crate) got: Vec<(IpAddr, usize, usize, usize)>,
 }
 
+// SAFETY: the raw pointers in `iovs` and `msgs` point only into this
+// struct's own vectors and are rebuilt before every use; nothing else holds
+// them, so moving the struct to another thread is sound.
+unsafe impl Send for RecvBufs {}
+
 impl RecvBufs {
     pub(crate) fn new(batch: usize) -> RecvBufs {
+        let n = batch.max(1);
         RecvBufs {
-            bufs: (0..batch.max(1)).map(|_| vec![0u8; RECV_BUF]).collect(),
+            bufs: (0..n).map(|_| vec![0u8; RECV_BUF]).collect(),
+            // SAFETY: all-zero is a valid value for these plain C structs.
+            names: vec![unsafe { zeroed() }; n],
+            cmsgs: vec![[0u64; 8]; n],
+            iovs: Vec::with_capacity(n),
+            msgs: Vec::with_capacity(n),
             got: Vec::new(),
         }
     }
@@ -70,7 +85,8 @@ impl HomaSocket {
         addr: SocketAddr,
         transport: Transport,
         buffer_bytes: usize,
-        offload: bool,
+        gso: bool,
+        gro: bool,
     ) -> Result<(HomaSocket, SocketAddr), Error> {
         if addr.ip().is_multicast() {
             return Err(Error::BadAddress(format!(
@@ -136,9 +152,9 @@ impl HomaSocket {
             gso: false,
             gro: false,
         };
-        if offload && kind != Kind::Raw4 {
-            s.gso = true;
-            s.gro = s.setsockopt_int(libc::SOL_UDP, UDP_GRO, 1).is_ok();
+        if kind != Kind::Raw4 {
+            s.gso = gso;
+            s.gro = gro && s.setsockopt_int(libc::SOL_UDP, UDP_GRO, 1).is_ok();
         }
         Ok((s, local))
     }
@@ -183,33 +199,34 @@ impl HomaSocket {
     /// Receives up to a batch of datagrams without blocking; returns how
     /// many (0 when nothing is waiting).
     pub(crate) fn recv(&self, rb: &mut RecvBufs) -> io::Result<usize> {
-        rb.got.clear();
         let n = rb.bufs.len();
-        // SAFETY: all-zero is a valid value for these plain C structs.
-        let mut names: Vec<libc::sockaddr_storage> = vec![unsafe { zeroed() }; n];
-        let mut cmsgs: Vec<CmsgBuf> = vec![[0u64; 8]; n];
-        let mut iovs: Vec<libc::iovec> = rb
-            .bufs
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            })
-            .collect();
-        let mut msgs: Vec<libc::mmsghdr> = (0..n)
-            .map(|i| {
-                // SAFETY: all-zero is a valid mmsghdr; the pointers set below
-                // refer to vectors that outlive the recvmmsg call.
-                let mut m: libc::mmsghdr = unsafe { zeroed() };
-                m.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-                m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-                m.msg_hdr.msg_iov = &mut iovs[i];
-                m.msg_hdr.msg_iovlen = 1;
-                m.msg_hdr.msg_control = cmsgs[i].as_mut_ptr() as *mut libc::c_void;
-                m.msg_hdr.msg_controllen = size_of::<CmsgBuf>() as _;
-                m
-            })
-            .collect();
+        let RecvBufs {
+            bufs,
+            names,
+            cmsgs,
+            iovs,
+            msgs,
+            got,
+        } = rb;
+        got.clear();
+        iovs.clear();
+        iovs.extend(bufs.iter_mut().map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        }));
+        msgs.clear();
+        for i in 0..n {
+            // SAFETY: all-zero is a valid mmsghdr; the pointers set below
+            // refer to vectors of `rb` that outlive the recvmmsg call.
+            let mut m: libc::mmsghdr = unsafe { zeroed() };
+            m.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
+            m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            m.msg_hdr.msg_iov = &mut iovs[i];
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = cmsgs[i].as_mut_ptr() as *mut libc::c_void;
+            m.msg_hdr.msg_controllen = size_of::<CmsgBuf>() as _;
+            msgs.push(m);
+        }
         // SAFETY: msgs holds n initialised headers whose buffers stay alive
         // and unaliased for the duration of the call.
         let r = unsafe {
@@ -236,7 +253,7 @@ impl HomaSocket {
             let Some(src) = sockaddr_ip(&names[i]) else {
                 continue;
             };
-            let buf = &rb.bufs[i];
+            let buf = &bufs[i];
             let (start, len) = if self.kind == Kind::Raw4 {
                 // Raw IPv4 sockets deliver the IP header too.
                 let ihl = buf.first().map(|b| (b & 0x0f) as usize * 4).unwrap_or(0);
@@ -257,14 +274,14 @@ impl HomaSocket {
                     let mut off = 0;
                     while off < len {
                         let l = seg.min(len - off);
-                        rb.got.push((src, i, start + off, l));
+                        got.push((src, i, start + off, l));
                         off += l;
                     }
                 }
-                _ => rb.got.push((src, i, start, len)),
+                _ => got.push((src, i, start, len)),
             }
         }
-        Ok(rb.got.len())
+        Ok(got.len())
     }
 
     /// Sends a batch. Runs of packets to the same place at the same priority
