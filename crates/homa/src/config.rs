@@ -51,6 +51,9 @@ pub struct Config {
     /// Waiting threads spin on the socket instead of sleeping: lowest
     /// latency, one busy core per waiting thread.
     pub busy_poll: bool,
+    /// Microseconds a waiting thread polls before it sleeps (Homa/Linux
+    /// polls 50 µs); 0 sleeps at once. `busy_poll` polls for ever.
+    pub poll_us: u64,
     /// Link rate the pacer assumes (Mbit/s); 0 turns pacing off.
     pub pacer_link_mbps: u64,
     /// Most transmission time (ns) the pacer lets wait in the kernel/NIC.
@@ -76,6 +79,7 @@ impl Default for Config {
             core: homa_core::Config::default(),
             transport: Transport::Udp,
             busy_poll: false,
+            poll_us: 50,
             pacer_link_mbps: 10_000,
             max_nic_queue_ns: 2_000,
             pacer_bypass_bytes: 1_000,

@@ -13,7 +13,7 @@
 //! allows.
 
 use crate::config::Config;
-use crate::socket::{HomaSocket, RecvBufs};
+use crate::socket::{HomaSocket, RecvBufs, BLOCKING_RECV_TIMEOUT};
 use crate::wake::{sleep, Kick};
 use crate::Error;
 use bytes::Bytes;
@@ -65,6 +65,17 @@ pub struct RuntimeStats {
     pub recv_calls: u64,
     /// Times the pacer held a packet back.
     pub pacer_holds: u64,
+}
+
+/// How the reader waits for input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadMode {
+    /// An application thread: sleeps in the receive call.
+    App,
+    /// An application thread in busy-poll mode: never sleeps.
+    Busy,
+    /// The background thread: sleeps in `ppoll`, can be kicked.
+    Background,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -480,36 +491,47 @@ impl Inner {
         }
     }
 
-    /// One round of the reader's work: sleep until there is input or a
-    /// deadline, then process what came and run due timers.
-    fn reader_step(&self, deadline: Option<Instant>, busy: bool) {
+    /// One round of the reader's work: wait for input (or a deadline), then
+    /// process what came and run due timers. An application thread sleeps
+    /// in the receive call itself; the background thread sleeps in `ppoll`
+    /// so that it can be kicked aside; a busy-polling thread does not sleep.
+    fn reader_step(&self, deadline: Option<Instant>, mode: ReadMode) {
         let now = self.now();
-        let mut wait = {
+        let (mut wait, held) = {
             let st = self.lock();
             let mut w = st
                 .core
                 .poll_timeout()
                 .map(|t| Duration::from_nanos(t.saturating_sub(now)));
-            if st.held.is_some() {
+            let held = st.held.is_some();
+            if held {
                 if let Some(p) = &st.pacer {
                     let pw = Duration::from_nanos(p.next_send_time(now) - now);
                     w = Some(w.map_or(pw, |x| x.min(pw)));
                 }
             }
-            w.unwrap_or(MAX_SLEEP).min(MAX_SLEEP)
+            (w.unwrap_or(MAX_SLEEP).min(MAX_SLEEP), held)
         };
         if let Some(d) = deadline {
             wait = wait.min(d.saturating_duration_since(Instant::now()));
         }
-        if !busy && wait > SPIN_BELOW {
+        // An application thread blocks in the receive call (whose timeout,
+        // one tick, bounds how late timers run) unless the pacer or the
+        // caller's own deadline needs finer precision.
+        let block = mode == ReadMode::App
+            && !held
+            && deadline.is_none_or(|d| {
+                d.saturating_duration_since(Instant::now()) >= BLOCKING_RECV_TIMEOUT
+            });
+        if !block && mode != ReadMode::Busy && wait > SPIN_BELOW {
             let (_, kicked) = sleep(self.sock.fd(), &self.kick, Some(wait));
             if kicked {
                 self.kick.drain();
             }
         }
         let mut rb = self.recv_bufs.lock().unwrap_or_else(|p| p.into_inner());
-        for _ in 0..RECV_ROUNDS {
-            let n = match self.sock.recv(&mut rb) {
+        for round in 0..RECV_ROUNDS {
+            let n = match self.sock.recv(&mut rb, block && round == 0) {
                 Ok(n) => n,
                 Err(e) => {
                     tracing::warn!(error = %e, "receive failed");
@@ -555,6 +577,9 @@ impl Inner {
         self.waiters.fetch_add(1, Ordering::AcqRel);
         let _waiting = Waiting(&self.waiters);
         let busy = self.config.busy_poll;
+        // Like Homa/Linux, poll a while before sleeping: a message that
+        // comes soon is taken without a wake-up.
+        let poll_until = Instant::now() + Duration::from_micros(self.config.poll_us);
         let mut reading = false;
         let mut st = self.lock();
         let result = loop {
@@ -569,7 +594,12 @@ impl Inner {
             }
             if reading {
                 drop(st);
-                self.reader_step(deadline, busy);
+                let mode = if busy || Instant::now() < poll_until {
+                    ReadMode::Busy
+                } else {
+                    ReadMode::App
+                };
+                self.reader_step(deadline, mode);
                 st = self.lock();
                 continue;
             }
@@ -582,7 +612,7 @@ impl Inner {
                 Reader::Background => self.kick.kick(),
                 Reader::App => {}
             }
-            if busy {
+            if busy || Instant::now() < poll_until {
                 drop(st);
                 std::hint::spin_loop();
                 st = self.lock();
@@ -638,7 +668,7 @@ impl Inner {
             drop(st);
             while !self.closed.load(Ordering::Acquire) && self.waiters.load(Ordering::Acquire) == 0
             {
-                self.reader_step(None, false);
+                self.reader_step(None, ReadMode::Background);
             }
             let mut st = self.lock();
             st.reader = Reader::Nobody;
