@@ -1,0 +1,442 @@
+//! `homa-perf demo`: the project's headline comparison in one command.
+//!
+//! Starts each server in-process on 127.0.0.1 (a fresh one for every run,
+//! on an ephemeral port), runs the client against it, stops it, and prints
+//! one table plus the ratios the project tracks. Rows compared with each
+//! other run interleaved in rounds, so that the machine's slow spells hit
+//! them alike:
+//! - 100 B RPCs, one outstanding, Homa/TCP/UDP, blocking and busy-poll;
+//! - 500 KB requests (100 B responses), Homa and TCP, 1 and 4 outstanding.
+
+use crate::client::{measure, ClientOptions, Measured};
+use crate::error::PerfError;
+use crate::proto::Protocol;
+use crate::server::{Server, ServerOptions};
+use crate::stats::{fmt_us, Recorder, Report, RunLabel};
+use crate::worker::StopRule;
+use crate::workload::SizeSpec;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Request size of the latency measurements (bytes).
+pub const LATENCY_SIZE: usize = 100;
+/// Request size of the throughput measurements (bytes).
+pub const THROUGHPUT_SIZE: usize = 500_000;
+
+/// What the demo runs.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Measured time of each row (split over the rounds).
+    pub seconds: f64,
+    /// Rows that are compared with each other run interleaved, in this many
+    /// rounds of `seconds / rounds` each, so that a slow spell of the
+    /// machine hits all of them alike.
+    pub rounds: u32,
+    /// Homa runtime configuration of both ends.
+    pub homa_config: homa::Config,
+}
+
+impl DemoOptions {
+    /// `seconds` per row in 4 rounds, `homa::Config::loopback()`.
+    pub fn new(seconds: f64) -> DemoOptions {
+        DemoOptions {
+            seconds,
+            rounds: 4,
+            homa_config: homa::Config::loopback(),
+        }
+    }
+}
+
+/// One measurement of the demo.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoRow {
+    /// `latency` or `throughput`.
+    pub test: &'static str,
+    /// Transport.
+    pub protocol: &'static str,
+    /// Busy polling on both ends.
+    pub busy_poll: bool,
+    /// Homa with `poll_us = 0` on both ends (sleeps without polling first).
+    pub no_poll: bool,
+    /// Outstanding RPCs.
+    pub concurrency: usize,
+    /// Request size (bytes).
+    pub size: usize,
+    /// The client's report, when the measurement worked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<Report>,
+    /// Why the measurement failed, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One tracked ratio.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ratio {
+    /// What is divided by what.
+    pub name: String,
+    /// The ratio; null when a side is missing.
+    pub value: Option<f64>,
+}
+
+/// Everything the demo measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoResult {
+    /// Measured seconds per row.
+    pub seconds: f64,
+    /// Interleaved rounds per row.
+    pub rounds: u32,
+    /// How long a waiting Homa thread polls before it sleeps in the
+    /// "blocking" rows (the configuration's `poll_us`).
+    pub homa_poll_us: u64,
+    /// Wall-clock time of the whole demo (s).
+    pub total_s: f64,
+    /// The measurements, in table order.
+    pub rows: Vec<DemoRow>,
+    /// The ratios the project tracks.
+    pub ratios: Vec<Ratio>,
+}
+
+/// One row to measure.
+#[derive(Debug, Clone, Copy)]
+struct Spec {
+    test: &'static str,
+    protocol: Protocol,
+    busy_poll: bool,
+    /// Homa only: `poll_us = 0`, so that waiting threads sleep at once
+    /// instead of polling first (the runtime's default polls 50 µs, like
+    /// Homa/Linux); the like-for-like comparison with blocking TCP/UDP.
+    no_poll: bool,
+    concurrency: usize,
+    size: usize,
+}
+
+/// The rows, in groups whose members are compared with each other.
+fn groups() -> Vec<Vec<Spec>> {
+    let latency = |protocol, busy_poll, no_poll| Spec {
+        test: "latency",
+        protocol,
+        busy_poll,
+        no_poll,
+        concurrency: 1,
+        size: LATENCY_SIZE,
+    };
+    let mut groups = vec![
+        vec![
+            latency(Protocol::Homa, false, false),
+            latency(Protocol::Homa, false, true),
+            latency(Protocol::Tcp, false, false),
+            latency(Protocol::Udp, false, false),
+        ],
+        vec![
+            latency(Protocol::Homa, true, false),
+            latency(Protocol::Tcp, true, false),
+            latency(Protocol::Udp, true, false),
+        ],
+    ];
+    for concurrency in [1, 4] {
+        groups.push(
+            [Protocol::Homa, Protocol::Tcp]
+                .map(|protocol| Spec {
+                    test: "throughput",
+                    protocol,
+                    busy_poll: false,
+                    no_poll: false,
+                    concurrency,
+                    size: THROUGHPUT_SIZE,
+                })
+                .to_vec(),
+        );
+    }
+    groups
+}
+
+/// What has been measured of one row so far.
+struct Accumulated {
+    recorder: Recorder,
+    elapsed: Duration,
+    homa_metrics: Option<serde_json::Value>,
+    error: Option<String>,
+}
+
+/// Runs every measurement. Individual failures become rows with an error;
+/// only an invalid option fails the whole demo.
+pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
+    if !(opts.seconds.is_finite() && opts.seconds > 0.0 && opts.seconds <= 600.0) {
+        return Err(PerfError::Usage(
+            "--seconds must be a positive number of seconds (at most 600)".into(),
+        ));
+    }
+    if !(1..=100).contains(&opts.rounds) {
+        return Err(PerfError::Usage(
+            "--rounds must be between 1 and 100".into(),
+        ));
+    }
+    let slice = Duration::from_secs_f64(opts.seconds / f64::from(opts.rounds));
+    let began = Instant::now();
+    let mut rows = Vec::new();
+    for group in groups() {
+        let mut acc: Vec<Accumulated> = group
+            .iter()
+            .map(|_| Accumulated {
+                recorder: Recorder::new(false),
+                elapsed: Duration::ZERO,
+                homa_metrics: None,
+                error: None,
+            })
+            .collect();
+        for round in 0..opts.rounds as usize {
+            // Rotate the order so that no row always runs first.
+            for k in 0..group.len() {
+                let i = (k + round) % group.len();
+                if acc[i].error.is_some() {
+                    continue;
+                }
+                match measure_slice(opts, &group[i], slice) {
+                    Ok(m) => {
+                        acc[i].recorder.merge(&m.recorder);
+                        acc[i].elapsed += m.elapsed;
+                        acc[i].homa_metrics = m.homa_metrics;
+                    }
+                    Err(e) => {
+                        tracing::warn!("demo: {} {} failed: {e}", group[i].test, group[i].protocol);
+                        acc[i].error = Some(e.to_string());
+                    }
+                }
+            }
+        }
+        for (spec, a) in group.iter().zip(acc) {
+            let report = a.error.is_none().then(|| {
+                let label = RunLabel {
+                    protocol: spec.protocol.name().to_string(),
+                    busy_poll: spec.busy_poll,
+                    concurrency: spec.concurrency,
+                    size: Some(spec.size),
+                    workload: None,
+                    response_size: LATENCY_SIZE,
+                };
+                let mut r = Report::new(label, &a.recorder, a.elapsed);
+                r.homa_metrics = a.homa_metrics;
+                r
+            });
+            rows.push(DemoRow {
+                test: spec.test,
+                protocol: spec.protocol.name(),
+                busy_poll: spec.busy_poll,
+                no_poll: spec.no_poll,
+                concurrency: spec.concurrency,
+                size: spec.size,
+                report,
+                error: a.error,
+            });
+        }
+    }
+    let ratios = ratios(&rows);
+    Ok(DemoResult {
+        seconds: opts.seconds,
+        rounds: opts.rounds,
+        homa_poll_us: opts.homa_config.poll_us,
+        total_s: (began.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        rows,
+        ratios,
+    })
+}
+
+/// One server + client run of `duration`; the server is stopped afterwards
+/// (busy-polling servers left running would starve the next row).
+fn measure_slice(
+    opts: &DemoOptions,
+    spec: &Spec,
+    duration: Duration,
+) -> Result<Measured, PerfError> {
+    let bind: SocketAddr = (std::net::Ipv4Addr::LOCALHOST, 0).into();
+    let mut homa_config = opts.homa_config.clone();
+    if spec.no_poll {
+        homa_config.poll_us = 0;
+    }
+    let server = Server::start(&ServerOptions {
+        protocol: spec.protocol,
+        bind,
+        // A spinning server thread per outstanding RPC would starve a
+        // 2-core machine; blocking servers get one per RPC up to 2.
+        threads: if spec.busy_poll {
+            1
+        } else {
+            spec.concurrency.min(2)
+        },
+        busy_poll: spec.busy_poll,
+        homa_config: homa_config.clone(),
+    })?;
+    let mut client = ClientOptions::new(spec.protocol, server.local_addr());
+    client.sizes = SizeSpec::Fixed(spec.size);
+    client.stop = StopRule::Duration(duration);
+    client.concurrency = spec.concurrency;
+    client.busy_poll = spec.busy_poll;
+    client.warmup = if spec.size > 10_000 { 10 } else { 100 };
+    client.timeout = Duration::from_secs(1);
+    client.homa_config = homa_config;
+    let measured = measure(&client);
+    server.shutdown();
+    measured
+}
+
+fn find<'a>(
+    rows: &'a [DemoRow],
+    test: &str,
+    protocol: &str,
+    busy_poll: bool,
+    no_poll: bool,
+    concurrency: usize,
+) -> Option<&'a Report> {
+    rows.iter()
+        .find(|r| {
+            r.test == test
+                && r.protocol == protocol
+                && r.busy_poll == busy_poll
+                && r.no_poll == no_poll
+                && r.concurrency == concurrency
+        })
+        .and_then(|r| r.report.as_ref())
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some((a / b * 100.0).round() / 100.0),
+        _ => None,
+    }
+}
+
+fn ratios(rows: &[DemoRow]) -> Vec<Ratio> {
+    let p50 = |proto, busy| find(rows, "latency", proto, busy, false, 1).and_then(|r| r.p50_us);
+    let gbps = |proto, k| {
+        find(rows, "throughput", proto, false, false, k)
+            .filter(|r| r.rpcs > 0)
+            .map(|r| r.gbps)
+    };
+    let mut out = Vec::new();
+    for (busy, mode) in [(false, "blocking"), (true, "busy-poll")] {
+        out.push(Ratio {
+            name: format!("homa p50 / udp p50, {mode}"),
+            value: ratio(p50("homa", busy), p50("udp", busy)),
+        });
+    }
+    out.push(Ratio {
+        name: "homa (no-poll) p50 / udp p50, blocking".to_string(),
+        value: ratio(
+            find(rows, "latency", "homa", false, true, 1).and_then(|r| r.p50_us),
+            p50("udp", false),
+        ),
+    });
+    for (busy, mode) in [(false, "blocking"), (true, "busy-poll")] {
+        out.push(Ratio {
+            name: format!("homa p50 / tcp p50, {mode}"),
+            value: ratio(p50("homa", busy), p50("tcp", busy)),
+        });
+    }
+    for k in [1, 4] {
+        out.push(Ratio {
+            name: format!("homa Gbit/s / tcp Gbit/s, 500 KB, {k} outstanding"),
+            value: ratio(gbps("homa", k), gbps("tcp", k)),
+        });
+    }
+    out
+}
+
+impl DemoResult {
+    /// The result as one JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The result as one line of JSON, fields in declaration order.
+    pub fn to_json_string(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "null".to_string())
+    }
+
+    /// One table of all measurements, then the ratios.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "homa-perf demo on 127.0.0.1, {} s per row in {} interleaved rounds ({} s in all)",
+            self.seconds, self.rounds, self.total_s
+        );
+        let _ = writeln!(
+            out,
+            "{:<11} {:<5} {:<9} {:>3} {:>7} {:>9} {:>9} {:>9} {:>8} {:>9} {:>6}",
+            "test",
+            "proto",
+            "mode",
+            "out",
+            "size",
+            "p50 us",
+            "p99 us",
+            "p99.9 us",
+            "Gbit/s",
+            "rpc/s",
+            "errors"
+        );
+        for r in &self.rows {
+            let mode = match (r.busy_poll, r.no_poll) {
+                (true, _) => "busy-poll",
+                (false, true) => "no-poll",
+                (false, false) => "blocking",
+            };
+            let size = if r.size >= 1_000 {
+                format!("{}KB", r.size / 1_000)
+            } else {
+                format!("{}B", r.size)
+            };
+            match (&r.report, &r.error) {
+                (Some(rep), _) => {
+                    let _ = writeln!(
+                        out,
+                        "{:<11} {:<5} {:<9} {:>3} {:>7} {:>9} {:>9} {:>9} {:>8.2} {:>9} {:>6}",
+                        r.test,
+                        r.protocol,
+                        mode,
+                        r.concurrency,
+                        size,
+                        fmt_us(rep.p50_us),
+                        fmt_us(rep.p99_us),
+                        fmt_us(rep.p999_us),
+                        rep.gbps,
+                        rep.rpcs_per_s,
+                        rep.errors
+                    );
+                }
+                (None, e) => {
+                    let _ = writeln!(
+                        out,
+                        "{:<11} {:<5} {:<9} {:>3} {:>7} FAILED: {}",
+                        r.test,
+                        r.protocol,
+                        mode,
+                        r.concurrency,
+                        size,
+                        e.as_deref().unwrap_or("unknown error")
+                    );
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "modes: blocking = TCP/UDP sleep in recv, Homa polls {} us first (its default, like \
+             Homa/Linux);\n       no-poll = Homa sleeps at once; busy-poll = every waiter spins",
+            self.homa_poll_us
+        );
+        let _ = writeln!(
+            out,
+            "ratios (lower latency ratio / higher throughput ratio is better for homa):"
+        );
+        for r in &self.ratios {
+            let v = r
+                .value
+                .map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+            let _ = writeln!(out, "  {:<52} {v:>6}", r.name);
+        }
+        out
+    }
+}

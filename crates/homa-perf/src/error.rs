@@ -1,0 +1,81 @@
+//! The one error type of the benchmark library.
+
+use std::net::SocketAddr;
+use thiserror::Error;
+
+/// Why a benchmark could not be set up or run.
+#[derive(Debug, Error)]
+pub enum PerfError {
+    /// A command-line value or combination of values that cannot work.
+    #[error("{0}")]
+    Usage(String),
+    /// homa-perf only ever talks to loopback addresses.
+    #[error("{0} is not a loopback address: homa-perf only runs on 127.0.0.0/8 and ::1")]
+    NotLoopback(SocketAddr),
+    /// A workload table that does not parse or is unknown.
+    #[error("workload {name}: {why}")]
+    Workload {
+        /// Workload name (w1..w5 or a file name).
+        name: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// An operating-system error, with what was being done.
+    #[error("{what}: {source}")]
+    Io {
+        /// What failed, e.g. "connect to 127.0.0.1:4000".
+        what: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// An error of the Homa runtime, with what was being done.
+    #[error("{what}: {source}")]
+    Homa {
+        /// What failed, e.g. "bind Homa endpoint".
+        what: String,
+        /// The runtime's error.
+        source: homa::Error,
+    },
+    /// A worker thread panicked (a bug in homa-perf or the transport).
+    #[error("a worker thread panicked: {0}")]
+    Panic(String),
+}
+
+impl PerfError {
+    /// Wraps an I/O error with a description of the failed operation.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> PerfError {
+        PerfError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// Wraps a Homa runtime error with a description of the failed operation.
+    pub fn homa(what: impl Into<String>, source: homa::Error) -> PerfError {
+        PerfError::Homa {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// Turns the payload of a panicked thread into an error.
+    pub(crate) fn from_panic(payload: Box<dyn std::any::Any + Send>) -> PerfError {
+        let text = if let Some(s) = payload.downcast_ref::<&str>() {
+            (*s).to_string()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "unknown panic".to_string()
+        };
+        PerfError::Panic(text)
+    }
+}
+
+/// Refuses any address outside loopback.
+pub fn check_loopback(addr: SocketAddr) -> Result<(), PerfError> {
+    if addr.ip().is_loopback() {
+        Ok(())
+    } else {
+        Err(PerfError::NotLoopback(addr))
+    }
+}

@@ -1,0 +1,35 @@
+//! `homa-perf`: latency and throughput of Homa, TCP and UDP RPCs on loopback.
+//!
+//! The library behind the `homa-perf` binary, usable from tests:
+//! - [`server::Server`] runs a server of any of the three protocols in
+//!   background threads;
+//! - [`client::run_client`] runs a closed-loop client and returns a
+//!   [`stats::Report`] (HDR-histogram percentiles, throughput, per-size-class
+//!   percentiles for workloads);
+//! - [`demo::run_demo`] runs the project's headline comparison;
+//! - [`workload`] samples the standard message-size workloads.
+//!
+//! Every server and client refuses addresses outside loopback.
+
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod demo;
+pub mod error;
+mod homa_rpc;
+pub mod proto;
+pub mod server;
+pub mod stats;
+mod tcp;
+mod udp;
+pub mod worker;
+pub mod workload;
+
+pub use client::{run_client, ClientOptions};
+pub use demo::{run_demo, DemoOptions, DemoResult};
+pub use error::PerfError;
+pub use proto::Protocol;
+pub use server::{Server, ServerOptions};
+pub use stats::{bucket_index, Report, BUCKETS};
+pub use worker::StopRule;
+pub use workload::{SizeSpec, Workload};

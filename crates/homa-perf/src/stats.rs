@@ -1,0 +1,373 @@
+//! Latency recording and the report a client run produces.
+//!
+//! Latencies are recorded in nanoseconds in HDR histograms with 3
+//! significant digits (so finer than the microsecond resolution reported)
+//! and printed in microseconds.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// Largest latency recorded exactly (100 s); longer ones are clamped.
+const MAX_LATENCY_NS: u64 = 100_000_000_000;
+
+/// One request-size class of the thesis' plots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bucket {
+    /// Short name, e.g. `"300B-1400B"`.
+    pub label: &'static str,
+    /// Smallest request size in the bucket (bytes, inclusive).
+    pub min_bytes: u64,
+    /// Largest request size in the bucket (bytes, inclusive).
+    pub max_bytes: u64,
+}
+
+/// The size classes: under 300 B, 300 B to one packet (1,400 B), one packet
+/// to 10 KB, 10 KB to 100 KB, 100 KB to 1 MB, over 1 MB.
+pub const BUCKETS: [Bucket; 6] = [
+    Bucket {
+        label: "<300B",
+        min_bytes: 0,
+        max_bytes: 299,
+    },
+    Bucket {
+        label: "300B-1400B",
+        min_bytes: 300,
+        max_bytes: 1_400,
+    },
+    Bucket {
+        label: "1400B-10KB",
+        min_bytes: 1_401,
+        max_bytes: 10_000,
+    },
+    Bucket {
+        label: "10KB-100KB",
+        min_bytes: 10_001,
+        max_bytes: 100_000,
+    },
+    Bucket {
+        label: "100KB-1MB",
+        min_bytes: 100_001,
+        max_bytes: 1_000_000,
+    },
+    Bucket {
+        label: ">1MB",
+        min_bytes: 1_000_001,
+        max_bytes: u64::MAX,
+    },
+];
+
+/// Index into [`BUCKETS`] of a request of `size` bytes.
+pub fn bucket_index(size: u64) -> usize {
+    BUCKETS
+        .iter()
+        .position(|b| size <= b.max_bytes)
+        .unwrap_or(BUCKETS.len() - 1)
+}
+
+fn new_histogram() -> Histogram<u64> {
+    // The bounds are constants that hdrhistogram accepts; this cannot fail.
+    Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("valid histogram bounds")
+}
+
+/// What one worker measured; workers' recorders are merged at the end.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    all: Histogram<u64>,
+    buckets: Option<Vec<Histogram<u64>>>,
+    /// RPCs completed and counted.
+    pub rpcs: u64,
+    /// RPCs that failed (timeout, wrong response, transport error).
+    pub errors: u64,
+    /// Request payload bytes of the counted RPCs.
+    pub request_bytes: u64,
+    /// Response payload bytes of the counted RPCs.
+    pub response_bytes: u64,
+}
+
+impl Recorder {
+    /// An empty recorder; `per_bucket` also keeps one histogram per size class.
+    pub fn new(per_bucket: bool) -> Recorder {
+        Recorder {
+            all: new_histogram(),
+            buckets: per_bucket.then(|| BUCKETS.iter().map(|_| new_histogram()).collect()),
+            rpcs: 0,
+            errors: 0,
+            request_bytes: 0,
+            response_bytes: 0,
+        }
+    }
+
+    /// Records one successful RPC.
+    pub fn record(&mut self, request_size: usize, response_size: usize, latency: Duration) {
+        let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.all.saturating_record(ns);
+        if let Some(b) = &mut self.buckets {
+            b[bucket_index(request_size as u64)].saturating_record(ns);
+        }
+        self.rpcs += 1;
+        self.request_bytes += request_size as u64;
+        self.response_bytes += response_size as u64;
+    }
+
+    /// Counts one failed RPC.
+    pub fn record_error(&mut self) {
+        self.errors += 1;
+    }
+
+    /// Adds another worker's measurements to these.
+    pub fn merge(&mut self, other: &Recorder) {
+        // Same bounds on both sides, so adding cannot fail.
+        let _ = self.all.add(&other.all);
+        if let (Some(mine), Some(theirs)) = (&mut self.buckets, &other.buckets) {
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                let _ = m.add(t);
+            }
+        }
+        self.rpcs += other.rpcs;
+        self.errors += other.errors;
+        self.request_bytes += other.request_bytes;
+        self.response_bytes += other.response_bytes;
+    }
+
+    /// Latency at quantile `q` (0..=1) in microseconds, if anything was recorded.
+    pub fn quantile_us(&self, q: f64) -> Option<f64> {
+        quantile_us(&self.all, q)
+    }
+
+    /// Mean latency in microseconds.
+    pub fn mean_us(&self) -> Option<f64> {
+        (!self.all.is_empty()).then(|| round1(self.all.mean() / 1_000.0))
+    }
+
+    /// Summarises the measurements over `elapsed` into per-bucket rows.
+    fn bucket_reports(&self) -> Option<Vec<BucketReport>> {
+        self.buckets.as_ref().map(|hs| {
+            BUCKETS
+                .iter()
+                .zip(hs)
+                .map(|(b, h)| BucketReport {
+                    label: b.label,
+                    min_bytes: b.min_bytes,
+                    max_bytes: (b.max_bytes != u64::MAX).then_some(b.max_bytes),
+                    count: h.len(),
+                    p50_us: quantile_us(h, 0.5),
+                    p99_us: quantile_us(h, 0.99),
+                })
+                .collect()
+        })
+    }
+}
+
+fn quantile_us(h: &Histogram<u64>, q: f64) -> Option<f64> {
+    (!h.is_empty()).then(|| round1(h.value_at_quantile(q) as f64 / 1_000.0))
+}
+
+/// Rounds to 0.1 (µs values are shown to one decimal).
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// Rounds to 0.001.
+fn round3(x: f64) -> f64 {
+    (x * 1_000.0).round() / 1_000.0
+}
+
+/// Latencies of the requests of one size class.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BucketReport {
+    /// Size class name.
+    pub label: &'static str,
+    /// Smallest request size in the class.
+    pub min_bytes: u64,
+    /// Largest request size in the class; absent for the open-ended last one.
+    pub max_bytes: Option<u64>,
+    /// RPCs measured in the class.
+    pub count: u64,
+    /// Median latency (µs); null when the class is empty.
+    pub p50_us: Option<f64>,
+    /// 99th percentile latency (µs); null when the class is empty.
+    pub p99_us: Option<f64>,
+}
+
+/// The result of one client run: what `--json` prints, one object.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// `homa`, `tcp` or `udp`.
+    pub protocol: String,
+    /// Whether client and server spun instead of sleeping.
+    pub busy_poll: bool,
+    /// Outstanding RPCs.
+    pub concurrency: usize,
+    /// Fixed request size (bytes), when no workload is used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<usize>,
+    /// Workload name, when request sizes come from one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// Response size asked of the server (bytes).
+    pub response_size: usize,
+    /// RPCs completed in the measured interval (warm-up excluded).
+    pub rpcs: u64,
+    /// RPCs that failed in the measured interval.
+    pub errors: u64,
+    /// Length of the measured interval (s).
+    pub elapsed_s: f64,
+    /// Completed RPCs per second.
+    pub rpcs_per_s: f64,
+    /// Request payload bytes of the completed RPCs.
+    pub request_bytes: u64,
+    /// Request payload bits per second over the interval, in Gbit/s.
+    pub gbps: f64,
+    /// Response payload bits per second over the interval, in Gbit/s.
+    pub response_gbps: f64,
+    /// Median latency (µs).
+    pub p50_us: Option<f64>,
+    /// 99th percentile latency (µs).
+    pub p99_us: Option<f64>,
+    /// 99.9th percentile latency (µs).
+    pub p999_us: Option<f64>,
+    /// Mean latency (µs).
+    pub mean_us: Option<f64>,
+    /// Smallest latency (µs).
+    pub min_us: Option<f64>,
+    /// Largest latency (µs).
+    pub max_us: Option<f64>,
+    /// Per size class percentiles, when a workload is used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<Vec<BucketReport>>,
+    /// The Homa client endpoint's counters at the end of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub homa_metrics: Option<serde_json::Value>,
+}
+
+/// What a run was, to label its report.
+#[derive(Debug, Clone)]
+pub struct RunLabel {
+    /// Protocol name.
+    pub protocol: String,
+    /// Busy polling on.
+    pub busy_poll: bool,
+    /// Outstanding RPCs.
+    pub concurrency: usize,
+    /// Fixed request size.
+    pub size: Option<usize>,
+    /// Workload name.
+    pub workload: Option<String>,
+    /// Response size.
+    pub response_size: usize,
+}
+
+impl Report {
+    /// Builds the report of a run from its merged recorder and interval.
+    pub fn new(label: RunLabel, rec: &Recorder, elapsed: Duration) -> Report {
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        Report {
+            protocol: label.protocol,
+            busy_poll: label.busy_poll,
+            concurrency: label.concurrency,
+            size: label.size,
+            workload: label.workload,
+            response_size: label.response_size,
+            rpcs: rec.rpcs,
+            errors: rec.errors,
+            elapsed_s: round3(elapsed.as_secs_f64()),
+            rpcs_per_s: (rec.rpcs as f64 / secs).round(),
+            request_bytes: rec.request_bytes,
+            gbps: round3(rec.request_bytes as f64 * 8.0 / secs / 1e9),
+            response_gbps: round3(rec.response_bytes as f64 * 8.0 / secs / 1e9),
+            p50_us: rec.quantile_us(0.5),
+            p99_us: rec.quantile_us(0.99),
+            p999_us: rec.quantile_us(0.999),
+            mean_us: rec.mean_us(),
+            min_us: rec.quantile_us(0.0),
+            max_us: rec.quantile_us(1.0),
+            buckets: rec.bucket_reports(),
+            homa_metrics: None,
+        }
+    }
+
+    /// The report as one JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        // A struct of plain fields always serializes.
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The report as one line of JSON, fields in declaration order.
+    pub fn to_json_string(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "null".to_string())
+    }
+
+    /// A compact human-readable table.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let what = match (&self.workload, self.size) {
+            (Some(w), _) => format!("workload {w}"),
+            (None, Some(s)) => format!("{s} B requests"),
+            (None, None) => "requests".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "{} {}, {} B responses, {} outstanding, {}",
+            self.protocol,
+            what,
+            self.response_size,
+            self.concurrency,
+            if self.busy_poll {
+                "busy-poll"
+            } else {
+                "blocking"
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  {:>10} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}",
+            "rpcs",
+            "errors",
+            "rpc/s",
+            "p50 us",
+            "p99 us",
+            "p99.9 us",
+            "mean us",
+            "max us",
+            "Gbit/s"
+        );
+        let _ = writeln!(
+            out,
+            "  {:>10} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8.3}",
+            self.rpcs,
+            self.errors,
+            self.rpcs_per_s,
+            fmt_us(self.p50_us),
+            fmt_us(self.p99_us),
+            fmt_us(self.p999_us),
+            fmt_us(self.mean_us),
+            fmt_us(self.max_us),
+            self.gbps
+        );
+        if let Some(buckets) = &self.buckets {
+            let _ = writeln!(
+                out,
+                "  {:<12} {:>10} {:>10} {:>10}",
+                "request size", "rpcs", "p50 us", "p99 us"
+            );
+            for b in buckets {
+                let _ = writeln!(
+                    out,
+                    "  {:<12} {:>10} {:>10} {:>10}",
+                    b.label,
+                    b.count,
+                    fmt_us(b.p50_us),
+                    fmt_us(b.p99_us)
+                );
+            }
+        }
+        out
+    }
+}
+
+/// A latency in µs for a table cell, `-` when there is none.
+pub fn fmt_us(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"))
+}

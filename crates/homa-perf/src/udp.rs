@@ -1,0 +1,156 @@
+//! UDP: one datagram each way, the floor any datagram transport pays.
+//!
+//! A request's first 4 bytes carry the wanted response size (little-endian;
+//! shorter requests get [`DEFAULT_RESPONSE_SIZE`](crate::proto::DEFAULT_RESPONSE_SIZE)
+//! bytes). Bytes 4..12, when the request has them, carry a sequence number
+//! that the server copies into the response (when the response has room),
+//! so a client can drop a late answer to an RPC it already gave up on.
+//! Nothing is retransmitted: a lost datagram is an error after the timeout.
+
+use crate::error::PerfError;
+use crate::proto::{
+    expected_response_size, is_wait, wanted_response_size, Interrupt, MAX_UDP_MESSAGE,
+    STOP_CHECK_INTERVAL,
+};
+use crate::worker::{RpcClient, RpcError};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Bytes of a datagram that carry the sequence number.
+const SEQ: std::ops::Range<usize> = 4..12;
+
+/// Sets a socket up for blocking (with a timeout) or spinning receives.
+fn configure(socket: &UdpSocket, busy_poll: bool, timeout: Duration) -> io::Result<()> {
+    socket.set_nonblocking(busy_poll)?;
+    if !busy_poll {
+        socket.set_read_timeout(Some(timeout))?;
+    }
+    Ok(())
+}
+
+/// Answers datagrams on `socket` until `stop` is set. Several threads may
+/// serve clones of one socket.
+pub(crate) fn serve(socket: UdpSocket, busy_poll: bool, stop: &AtomicBool) {
+    if let Err(e) = configure(&socket, busy_poll, STOP_CHECK_INTERVAL) {
+        tracing::error!("udp server: cannot configure the socket: {e}");
+        return;
+    }
+    let mut request = vec![0u8; 65_536];
+    let mut response = vec![0u8; MAX_UDP_MESSAGE];
+    while !stop.load(Ordering::Relaxed) {
+        let (n, from) = match socket.recv_from(&mut request) {
+            Ok(r) => r,
+            Err(e) if is_wait(&e) => {
+                std::hint::spin_loop();
+                continue;
+            }
+            Err(e) => {
+                // E.g. ECONNREFUSED reported for an earlier reply to a
+                // client that has gone: not the server's problem.
+                tracing::debug!("udp server: receive failed: {e}");
+                continue;
+            }
+        };
+        let want = wanted_response_size(&request[..n]).min(MAX_UDP_MESSAGE);
+        if n >= SEQ.end && want >= SEQ.end {
+            response[SEQ].copy_from_slice(&request[SEQ]);
+        }
+        loop {
+            match socket.send_to(&response[..want], from) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+                Err(e) => {
+                    tracing::debug!("udp server: send to {from} failed: {e}");
+                    break;
+                }
+                Ok(_) => break,
+            }
+        }
+    }
+}
+
+/// A client socket with at most one outstanding RPC.
+pub(crate) struct UdpClient {
+    socket: UdpSocket,
+    timeout: Duration,
+    response_size: usize,
+    seq: u64,
+    request: Vec<u8>,
+    response: Vec<u8>,
+}
+
+impl UdpClient {
+    /// Opens a socket connected to `server` (a loopback address).
+    pub(crate) fn connect(
+        server: SocketAddr,
+        busy_poll: bool,
+        timeout: Duration,
+        response_size: usize,
+    ) -> Result<UdpClient, PerfError> {
+        let local: SocketAddr = if server.is_ipv4() {
+            (std::net::Ipv4Addr::LOCALHOST, 0).into()
+        } else {
+            (std::net::Ipv6Addr::LOCALHOST, 0).into()
+        };
+        let socket = UdpSocket::bind(local).map_err(|e| PerfError::io("bind UDP socket", e))?;
+        socket
+            .connect(server)
+            .map_err(|e| PerfError::io(format!("connect UDP socket to {server}"), e))?;
+        configure(&socket, busy_poll, timeout)
+            .map_err(|e| PerfError::io("configure UDP socket", e))?;
+        let mut request = vec![0u8; MAX_UDP_MESSAGE];
+        request[..4].copy_from_slice(&(response_size as u32).to_le_bytes());
+        Ok(UdpClient {
+            socket,
+            timeout,
+            response_size,
+            seq: 0,
+            request,
+            response: vec![0u8; 65_536],
+        })
+    }
+}
+
+impl RpcClient for UdpClient {
+    fn rpc(&mut self, request_size: usize) -> Result<usize, RpcError> {
+        let intr = Interrupt {
+            stop: None,
+            deadline: Some(Instant::now() + self.timeout),
+        };
+        self.seq += 1;
+        let tagged = request_size >= SEQ.end
+            && expected_response_size(request_size, self.response_size) >= SEQ.end;
+        self.request[SEQ].copy_from_slice(&self.seq.to_le_bytes());
+        loop {
+            match self.socket.send(&self.request[..request_size]) {
+                Ok(_) => break,
+                Err(e) if is_wait(&e) => {
+                    intr.check().map_err(RpcError::from_io)?;
+                    std::hint::spin_loop();
+                }
+                Err(e) => return Err(RpcError::from_io(e)),
+            }
+        }
+        loop {
+            match self.socket.recv(&mut self.response) {
+                Ok(n) => {
+                    if tagged && n >= SEQ.end && self.response[SEQ] != self.seq.to_le_bytes() {
+                        // A late answer to an RPC that already timed out.
+                        continue;
+                    }
+                    return Ok(n);
+                }
+                Err(e) if is_wait(&e) => {
+                    intr.check().map_err(RpcError::from_io)?;
+                    std::hint::spin_loop();
+                }
+                Err(e) => return Err(RpcError::from_io(e)),
+            }
+        }
+    }
+
+    fn expected_response(&self, request_size: usize) -> usize {
+        expected_response_size(request_size, self.response_size).min(MAX_UDP_MESSAGE)
+    }
+}

@@ -1,0 +1,207 @@
+//! The closed-loop client: K workers, each with one outstanding RPC at a
+//! time, a warm-up excluded from the statistics, then a measured interval
+//! that ends after a count of RPCs or a duration.
+
+use crate::error::PerfError;
+use crate::stats::Recorder;
+use crate::workload::SizeSpec;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Consecutive failed RPCs after which a worker gives up.
+const MAX_CONSECUTIVE_ERRORS: u32 = 10;
+
+/// How a failed RPC affects the run.
+#[derive(Debug)]
+pub(crate) enum RpcError {
+    /// Count it and go on (a timeout, a lost datagram).
+    Transient(String),
+    /// The connection is unusable; this worker stops.
+    Fatal(PerfError),
+}
+
+impl RpcError {
+    /// Timeouts are transient; other socket errors too, up to the limit of
+    /// consecutive errors.
+    pub(crate) fn from_io(e: std::io::Error) -> RpcError {
+        RpcError::Transient(e.to_string())
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            RpcError::Transient(s) => s.clone(),
+            RpcError::Fatal(e) => e.to_string(),
+        }
+    }
+}
+
+/// One connection (or endpoint handle) that performs RPCs one at a time.
+pub(crate) trait RpcClient: Send {
+    /// Sends a request of `request_size` bytes and waits for its response;
+    /// returns the response's length.
+    fn rpc(&mut self, request_size: usize) -> Result<usize, RpcError>;
+
+    /// The response length a correct server returns for such a request.
+    fn expected_response(&self, request_size: usize) -> usize;
+}
+
+/// When the measured interval ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StopRule {
+    /// After this many RPCs (over all workers).
+    Count(u64),
+    /// After this much time.
+    Duration(Duration),
+}
+
+/// Parameters shared by all workers of a run.
+pub(crate) struct LoopParams<'a> {
+    pub sizes: &'a SizeSpec,
+    pub stop: StopRule,
+    pub warmup: u64,
+    pub seed: u64,
+}
+
+/// The outcome of a closed-loop run.
+pub(crate) struct LoopResult {
+    pub recorder: Recorder,
+    pub elapsed: Duration,
+    /// First fatal error of any worker, if one stopped early.
+    pub fatal: Option<PerfError>,
+}
+
+/// Runs every client in its own thread until the stop rule is met.
+pub(crate) fn run_closed_loop(
+    clients: Vec<Box<dyn RpcClient>>,
+    params: &LoopParams,
+) -> Result<LoopResult, PerfError> {
+    let k = clients.len().max(1) as u64;
+    let warmup_each = params.warmup.div_ceil(k);
+    // Workers count themselves ready after their warm-up, then wait for the
+    // start time (or the abort flag, if not every worker could start).
+    let ready = AtomicUsize::new(0);
+    let abort = AtomicBool::new(false);
+    let start: OnceLock<Instant> = OnceLock::new();
+    let claimed = AtomicU64::new(0);
+    let per_bucket = matches!(params.sizes, SizeSpec::Workload { .. });
+
+    std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for (i, mut client) in clients.into_iter().enumerate() {
+            let (ready, abort, start, claimed) = (&ready, &abort, &start, &claimed);
+            let handle = std::thread::Builder::new()
+                .name(format!("client-{i}"))
+                .spawn_scoped(scope, move || {
+                    let mut rng = ChaCha8Rng::seed_from_u64(params.seed.wrapping_add(i as u64));
+                    let mut rec = Recorder::new(per_bucket);
+                    let mut fatal = None;
+                    let mut consecutive = 0u32;
+                    for _ in 0..warmup_each {
+                        let size = params.sizes.next(&mut rng);
+                        if let Err(e) = client.rpc(size) {
+                            tracing::warn!("warm-up RPC failed: {}", e.describe());
+                            if let RpcError::Fatal(e) = e {
+                                fatal = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                    ready.fetch_add(1, Ordering::SeqCst);
+                    let t0 = loop {
+                        if let Some(&t0) = start.get() {
+                            break t0;
+                        }
+                        if abort.load(Ordering::SeqCst) {
+                            return (rec, Instant::now(), fatal);
+                        }
+                        std::thread::sleep(Duration::from_micros(50));
+                    };
+                    while fatal.is_none() {
+                        match params.stop {
+                            StopRule::Count(n) => {
+                                if claimed.fetch_add(1, Ordering::Relaxed) >= n {
+                                    break;
+                                }
+                            }
+                            StopRule::Duration(d) => {
+                                if t0.elapsed() >= d {
+                                    break;
+                                }
+                            }
+                        }
+                        let size = params.sizes.next(&mut rng);
+                        let sent = Instant::now();
+                        match client.rpc(size) {
+                            Ok(len) => {
+                                let latency = sent.elapsed();
+                                let want = client.expected_response(size);
+                                if len == want {
+                                    rec.record(size, len, latency);
+                                    consecutive = 0;
+                                } else {
+                                    tracing::warn!(
+                                        "response of {len} B to a {size} B request, expected {want} B"
+                                    );
+                                    rec.record_error();
+                                    consecutive += 1;
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!("RPC failed: {}", e.describe());
+                                rec.record_error();
+                                consecutive += 1;
+                                if let RpcError::Fatal(e) = e {
+                                    fatal = Some(e);
+                                }
+                            }
+                        }
+                        if consecutive >= MAX_CONSECUTIVE_ERRORS && fatal.is_none() {
+                            fatal = Some(PerfError::Usage(format!(
+                                "{consecutive} RPCs in a row failed; giving up"
+                            )));
+                        }
+                    }
+                    (rec, Instant::now(), fatal)
+                });
+            match handle {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // Release the workers already started; the scope joins them.
+                    abort.store(true, Ordering::SeqCst);
+                    return Err(PerfError::io("start a client thread", e));
+                }
+            }
+        }
+        while ready.load(Ordering::SeqCst) < handles.len() {
+            // Before the start, a worker can only have finished by panicking.
+            if handles.iter().any(|h| h.is_finished()) {
+                abort.store(true, Ordering::SeqCst);
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        let t0 = Instant::now();
+        if !abort.load(Ordering::SeqCst) {
+            let _ = start.set(t0);
+        }
+        let mut recorder = Recorder::new(per_bucket);
+        let mut end = t0;
+        let mut first_fatal = None;
+        for h in handles {
+            let (rec, t, fatal) = h.join().map_err(PerfError::from_panic)?;
+            recorder.merge(&rec);
+            end = end.max(t);
+            if first_fatal.is_none() {
+                first_fatal = fatal;
+            }
+        }
+        Ok(LoopResult {
+            recorder,
+            elapsed: end - t0,
+            fatal: first_fatal,
+        })
+    })
+}

@@ -1,0 +1,295 @@
+//! Servers and clients of all three protocols over loopback, in-process and
+//! through the binary. Counts are small so the suite stays fast.
+
+use homa_perf::{
+    run_client, ClientOptions, Protocol, Report, Server, ServerOptions, SizeSpec, StopRule,
+    Workload,
+};
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+fn loopback() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+fn server(protocol: Protocol, busy_poll: bool, threads: usize) -> Server {
+    Server::start(&ServerOptions {
+        protocol,
+        bind: loopback(),
+        threads,
+        busy_poll,
+        homa_config: homa::Config::loopback(),
+    })
+    .unwrap()
+}
+
+fn client(protocol: Protocol, server: &Server) -> ClientOptions {
+    let mut c = ClientOptions::new(protocol, server.local_addr());
+    c.stop = StopRule::Count(200);
+    c.warmup = 20;
+    c
+}
+
+fn check(report: &Report, rpcs: u64) {
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert_eq!(report.rpcs, rpcs, "{report:?}");
+    assert!(report.p50_us.unwrap() > 0.0);
+    assert!(report.p50_us <= report.p99_us && report.p99_us <= report.p999_us);
+}
+
+#[test]
+fn fixed_size_rpcs_over_each_protocol() {
+    for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Homa] {
+        let s = server(protocol, false, 1);
+        let mut c = client(protocol, &s);
+        c.sizes = SizeSpec::Fixed(1_000);
+        c.response_size = 3_000;
+        let report = run_client(&c).unwrap();
+        check(&report, 200);
+        assert_eq!(report.request_bytes, 200 * 1_000, "{protocol}");
+        assert_eq!(report.protocol, protocol.name());
+        assert_eq!(report.homa_metrics.is_some(), protocol == Protocol::Homa);
+        s.shutdown();
+    }
+}
+
+#[test]
+fn tiny_requests_get_the_default_response() {
+    // Requests under 4 bytes cannot carry the wanted size (Homa, UDP); TCP
+    // has a header and does not care.
+    for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Homa] {
+        let s = server(protocol, false, 1);
+        let mut c = client(protocol, &s);
+        c.sizes = SizeSpec::Fixed(2);
+        c.response_size = 7;
+        c.stop = StopRule::Count(50);
+        check(&run_client(&c).unwrap(), 50);
+    }
+}
+
+#[test]
+fn workload_with_concurrency_fills_buckets() {
+    for protocol in [Protocol::Tcp, Protocol::Homa] {
+        let s = server(protocol, false, 2);
+        let mut c = client(protocol, &s);
+        c.sizes = SizeSpec::Workload {
+            workload: Workload::named("w3").unwrap(),
+            max: 1_000_000,
+        };
+        c.concurrency = 3;
+        c.stop = StopRule::Count(300);
+        let report = run_client(&c).unwrap();
+        check(&report, 300);
+        let buckets = report.buckets.as_ref().unwrap();
+        assert_eq!(buckets.iter().map(|b| b.count).sum::<u64>(), 300);
+        assert!(buckets[0].count > 100, "{buckets:?}");
+        assert_eq!(report.workload.as_deref(), Some("w3"));
+    }
+}
+
+#[test]
+fn homa_pipelined_client() {
+    let s = server(Protocol::Homa, false, 2);
+    let mut c = client(Protocol::Homa, &s);
+    c.homa_pipelined = true;
+    c.concurrency = 4;
+    c.sizes = SizeSpec::Fixed(20_000);
+    check(&run_client(&c).unwrap(), 200);
+}
+
+#[test]
+fn busy_poll_runs_for_a_duration() {
+    for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Homa] {
+        let s = server(protocol, true, 1);
+        let mut c = client(protocol, &s);
+        c.busy_poll = true;
+        c.stop = StopRule::Duration(Duration::from_millis(100));
+        let report = run_client(&c).unwrap();
+        assert_eq!(report.errors, 0);
+        // Other tests run in parallel on a 2-core machine, and spinning
+        // threads then lose whole scheduler slices: expect few RPCs.
+        assert!(report.rpcs >= 1, "{protocol}: {report:?}");
+        assert!(report.elapsed_s >= 0.1);
+        s.shutdown();
+    }
+}
+
+#[test]
+fn large_messages_and_limits() {
+    let s = server(Protocol::Tcp, false, 1);
+    let mut c = client(Protocol::Tcp, &s);
+    c.sizes = SizeSpec::Fixed(2_000_000);
+    c.stop = StopRule::Count(10);
+    c.warmup = 1;
+    check(&run_client(&c).unwrap(), 10);
+
+    let u = server(Protocol::Udp, false, 1);
+    let mut c = client(Protocol::Udp, &u);
+    c.sizes = SizeSpec::Fixed(65_001);
+    let err = run_client(&c).unwrap_err().to_string();
+    assert!(err.contains("65000"), "{err}");
+    c.sizes = SizeSpec::Fixed(65_000);
+    c.response_size = 65_000;
+    c.stop = StopRule::Count(20);
+    check(&run_client(&c).unwrap(), 20);
+}
+
+#[test]
+fn only_loopback_is_accepted() {
+    let mut opts = ServerOptions {
+        protocol: Protocol::Tcp,
+        bind: "0.0.0.0:0".parse().unwrap(),
+        threads: 1,
+        busy_poll: false,
+        homa_config: homa::Config::loopback(),
+    };
+    let err = Server::start(&opts).err().unwrap().to_string();
+    assert!(err.contains("not a loopback address"), "{err}");
+    opts.bind = "[::1]:0".parse().unwrap();
+    // IPv6 loopback is fine where the kernel has it.
+    if let Ok(s) = Server::start(&opts) {
+        s.shutdown();
+    }
+    // Validation happens before any socket is opened: nothing is sent.
+    let c = ClientOptions::new(Protocol::Udp, "0.0.0.0:9".parse().unwrap());
+    assert!(c.validate().unwrap_err().to_string().contains("loopback"));
+}
+
+#[test]
+fn a_dead_server_fails_cleanly() {
+    // Bind a port and close it again, so nothing listens there.
+    let addr = std::net::TcpListener::bind(loopback())
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let c = ClientOptions::new(Protocol::Tcp, addr);
+    let err = run_client(&c).unwrap_err().to_string();
+    assert!(err.contains("connect to TCP server"), "{err}");
+}
+
+// ---- the binary -------------------------------------------------------
+
+fn homa_perf(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_homa-perf"))
+        .args(args)
+        .output()
+        .expect("run homa-perf")
+}
+
+#[test]
+fn binary_server_and_client_speak_json() {
+    for protocol in ["tcp", "udp", "homa"] {
+        // Find a free port of the right kind, then let the server take it.
+        let port = if protocol == "tcp" {
+            std::net::TcpListener::bind(loopback())
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        } else {
+            std::net::UdpSocket::bind(loopback())
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
+        let addr = format!("127.0.0.1:{port}");
+        let mut server = Command::new(env!("CARGO_BIN_EXE_homa-perf"))
+            .args([
+                "server",
+                "--bind",
+                &addr,
+                "--protocol",
+                protocol,
+                "--duration",
+                "5",
+            ])
+            .spawn()
+            .unwrap();
+        // The client retries until the server is up.
+        let mut out = None;
+        for _ in 0..50 {
+            let o = homa_perf(&[
+                "client",
+                "--server",
+                &addr,
+                "--protocol",
+                protocol,
+                "--workload",
+                "w1",
+                "--count",
+                "100",
+                "--warmup",
+                "5",
+                "--concurrency",
+                "2",
+                "--json",
+                "--timeout-ms",
+                "500",
+            ]);
+            if o.status.success() {
+                out = Some(o);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = server.kill();
+        let _ = server.wait();
+        let out = out.unwrap_or_else(|| panic!("{protocol} client never succeeded"));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["protocol"], protocol);
+        assert_eq!(v["rpcs"], 100);
+        assert_eq!(v["errors"], 0);
+        assert_eq!(v["concurrency"], 2);
+        assert_eq!(v["workload"], "w1");
+        assert_eq!(v["buckets"].as_array().unwrap().len(), 6);
+    }
+}
+
+#[test]
+fn binary_reports_usage_errors_clearly() {
+    let o = homa_perf(&["server", "--bind", "0.0.0.0:0", "--protocol", "tcp"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not a loopback address"), "{err}");
+
+    let o = homa_perf(&["client", "--server", "127.0.0.1:9", "--workload", "w7"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown workload"));
+
+    let o = homa_perf(&["client", "--server", "127.0.0.1:9", "--seconds", "0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("positive"));
+
+    let o = homa_perf(&[
+        "client",
+        "--server",
+        "127.0.0.1:9",
+        "--config",
+        "/nonexistent.toml",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent.toml"));
+}
+
+#[test]
+fn demo_runs_quickly_and_reports_every_row() {
+    let started = std::time::Instant::now();
+    let o = homa_perf(&["demo", "--seconds", "0.2", "--rounds", "1", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 11);
+    for r in rows {
+        assert!(r.get("error").is_none(), "failed row: {r}");
+        assert!(r["report"]["rpcs"].as_u64().unwrap() > 0, "{r}");
+    }
+    let ratios = v["ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 7);
+    assert!(
+        ratios.iter().all(|r| r["value"].as_f64().is_some()),
+        "{ratios:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
