@@ -54,7 +54,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let mut emitted = 0;
         while let Some(t) = ep.poll_transmit(now) {
-            Packet::parse(&t.packet).expect("the core emits valid packets");
+            Packet::parse(&t.to_bytes()).expect("the core emits valid packets");
             emitted += 1;
             assert!(emitted < 100_000, "runaway output");
         }

@@ -27,6 +27,10 @@ use tracing::{debug, trace};
 const MAX_CONTROL_QUEUE: usize = 65_536;
 
 /// One packet for the driver to send.
+///
+/// A DATA packet comes in two parts, the header and the message bytes
+/// (a slice of the application's message, not a copy), so that a driver can
+/// hand both to the kernel without copying (e.g. two iovecs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transmit {
     /// Where to: the peer's IP address and Homa port.
@@ -35,8 +39,34 @@ pub struct Transmit {
     pub priority: u8,
     /// The packet's type.
     pub packet_type: PacketType,
-    /// The whole Homa packet (header and, for DATA, message bytes).
-    pub packet: Bytes,
+    /// The Homa header; for control packets, the whole packet.
+    pub header: Bytes,
+    /// Message bytes following the header (DATA only; empty otherwise).
+    pub payload: Bytes,
+}
+
+impl Transmit {
+    /// Bytes of the whole Homa packet.
+    pub fn len(&self) -> usize {
+        self.header.len() + self.payload.len()
+    }
+
+    /// Never true: every packet has a header.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole packet in one buffer (copies DATA packets).
+    pub fn to_bytes(&self) -> Bytes {
+        if self.payload.is_empty() {
+            self.header.clone()
+        } else {
+            let mut b = BytesMut::with_capacity(self.len());
+            b.extend_from_slice(&self.header);
+            b.extend_from_slice(&self.payload);
+            b.freeze()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -395,7 +425,7 @@ impl Endpoint {
             Some(t) => t,
             None => self.next_data_packet()?,
         };
-        self.metrics.sent.count(t.packet_type, t.packet.len());
+        self.metrics.sent.count(t.packet_type, t.len());
         Some(t)
     }
 
@@ -451,9 +481,8 @@ impl Endpoint {
             dport: id.peer.port(),
             sender_id: id.id,
         };
-        let mut buf = BytesMut::with_capacity(DATA_HEADER_LEN + payload.len());
+        let mut buf = BytesMut::with_capacity(DATA_HEADER_LEN);
         Packet::emit_data_header(&common, &header, &mut buf);
-        buf.extend_from_slice(&payload);
         self.metrics.data_bytes_sent += chunk.len as u64;
         if chunk.retransmit {
             self.metrics.data_bytes_retransmitted += chunk.len as u64;
@@ -463,7 +492,8 @@ impl Endpoint {
             dst: id.peer,
             priority: chunk.priority.min(self.config.top_priority()),
             packet_type: PacketType::Data,
-            packet: buf.freeze(),
+            header: buf.freeze(),
+            payload,
         })
     }
 
@@ -484,7 +514,8 @@ impl Endpoint {
             dst,
             priority: self.config.top_priority(),
             packet_type: packet.packet_type(),
-            packet: Bytes::from(packet.to_vec()),
+            header: Bytes::from(packet.to_vec()),
+            payload: Bytes::new(),
         });
     }
 

@@ -26,7 +26,7 @@
 //! // A perfect network: move every packet across at once.
 //! fn pump(from: &mut Endpoint, to: &mut Endpoint) {
 //!     while let Some(t) = from.poll_transmit(0) {
-//!         to.handle_packet(0, from.local_addr().ip(), &t.packet);
+//!         to.handle_packet(0, from.local_addr().ip(), &t.to_bytes());
 //!     }
 //! }
 //! pump(&mut client, &mut server);

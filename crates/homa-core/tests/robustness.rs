@@ -631,12 +631,12 @@ impl Run {
                 tx.packet_type,
                 tx.dst
             );
-            match Packet::parse(&tx.packet) {
+            match Packet::parse(&tx.to_bytes()) {
                 Ok(p) => assert_eq!(p.packet_type(), tx.packet_type),
                 Err(e) => panic!("emitted a {:?} that does not parse: {e}", tx.packet_type),
             }
             assert!(tx.priority < self.config.num_priorities);
-            assert!(tx.packet.len() <= (self.config.mtu - self.config.lower_header_bytes) as usize);
+            assert!(tx.len() <= (self.config.mtu - self.config.lower_header_bytes) as usize);
         }
         n
     }

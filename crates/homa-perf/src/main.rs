@@ -127,9 +127,24 @@ struct DemoArgs {
 fn main() {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    keep_large_allocations();
     if let Err(e) = run(cli) {
         eprintln!("homa-perf: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// Messages of hundreds of kilobytes are allocated and freed thousands of
+/// times a second. By default glibc serves each from a fresh mmap (and
+/// trims the heap), so every message costs page faults and zeroing; a
+/// server would tune its allocator, and so does the benchmark. TCP's
+/// buffers live in the kernel and never see this cost.
+fn keep_large_allocations() {
+    // SAFETY: mallopt only changes allocator thresholds; it is called once,
+    // before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
     }
 }
 

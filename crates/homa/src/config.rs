@@ -100,9 +100,11 @@ impl Config {
         let core = homa_core::Config {
             mtu: 65_000,
             max_message_size: 16 << 20,
-            unsched_bytes: 130_000,
-            grant_window: 130_000,
-            max_incoming: 2_000_000,
+            // RTTbytes: a ~30 µs software round trip at the ~100 Gbit/s
+            // the kernel copies loopback packets.
+            unsched_bytes: 384_000,
+            grant_window: 384_000,
+            max_incoming: 4_000_000,
             grant_increment: 64_000,
             ..homa_core::Config::default()
         };

@@ -22,7 +22,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -89,7 +89,6 @@ struct State {
     core: homa_core::Endpoint,
     pacer: Option<Pacer>,
     held: Option<Transmit>,
-    batch: Vec<Transmit>,
     outstanding: HashSet<RpcId>,
     done: HashMap<RpcId, Result<Bytes, Error>>,
     done_order: VecDeque<RpcId>,
@@ -99,7 +98,18 @@ struct State {
     reader: Reader,
     reader_free_since: Instant,
     faults: Option<(f64, StdRng)>,
-    stats: RuntimeStats,
+}
+
+/// The runtime's counters, updated without the lock.
+#[derive(Default)]
+struct Stats {
+    packets_sent: AtomicU64,
+    send_calls: AtomicU64,
+    send_drops: AtomicU64,
+    injected_drops: AtomicU64,
+    packets_received: AtomicU64,
+    recv_calls: AtomicU64,
+    pacer_holds: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -120,6 +130,7 @@ pub(crate) struct Inner {
     closed: AtomicBool,
     recv_bufs: Mutex<RecvBufs>,
     background: Mutex<Option<JoinHandle<()>>>,
+    stats: Stats,
 }
 
 /// Shuts the endpoint down when the last user handle goes away (the
@@ -202,7 +213,6 @@ impl Endpoint {
                 core,
                 pacer,
                 held: None,
-                batch: Vec::new(),
                 outstanding: HashSet::new(),
                 done: HashMap::new(),
                 done_order: VecDeque::new(),
@@ -212,8 +222,8 @@ impl Endpoint {
                 reader: Reader::Nobody,
                 reader_free_since: Instant::now(),
                 faults,
-                stats: RuntimeStats::default(),
             }),
+            stats: Stats::default(),
             config,
             cond: Condvar::new(),
             waiters: AtomicUsize::new(0),
@@ -275,7 +285,9 @@ impl Endpoint {
         let mut st = inner.lock();
         let id = st.core.send_request(inner.now(), dest, request)?;
         st.outstanding.insert(id);
-        inner.flush(&mut st);
+        let out = inner.take_output(&mut st);
+        drop(st);
+        inner.send_out(out);
         Ok(id)
     }
 
@@ -325,7 +337,9 @@ impl Endpoint {
         let inner = &self.inner;
         let mut st = inner.lock();
         st.core.reply(inner.now(), id, response)?;
-        inner.flush(&mut st);
+        let out = inner.take_output(&mut st);
+        drop(st);
+        inner.send_out(out);
         Ok(())
     }
 
@@ -351,7 +365,17 @@ impl Endpoint {
 
     /// The runtime's own counters.
     pub fn runtime_stats(&self) -> RuntimeStats {
-        self.inner.lock().stats
+        let s = &self.inner.stats;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RuntimeStats {
+            packets_sent: get(&s.packets_sent),
+            send_calls: get(&s.send_calls),
+            send_drops: get(&s.send_drops),
+            injected_drops: get(&s.injected_drops),
+            packets_received: get(&s.packets_received),
+            recv_calls: get(&s.recv_calls),
+            pacer_holds: get(&s.pacer_holds),
+        }
     }
 
     /// Closes the endpoint: waiting calls return [`Error::Closed`], the
@@ -404,11 +428,13 @@ impl Inner {
         }
     }
 
-    /// Hands the core's packets to the kernel as fast as the pacer allows.
-    fn flush(&self, st: &mut State) {
+    /// Takes the core's packets that the pacer lets go now. They are sent
+    /// with [`Inner::send_out`] after the lock is released, so the kernel's
+    /// copying does not hold up other threads.
+    fn take_output(&self, st: &mut State) -> Vec<Transmit> {
         let now = self.now();
         let lower = self.sock.lower_header_bytes() as usize;
-        let mut batch = std::mem::take(&mut st.batch);
+        let mut out = Vec::new();
         loop {
             let t = match st.held.take() {
                 Some(t) => t,
@@ -417,38 +443,36 @@ impl Inner {
                     None => break,
                 },
             };
-            let ip_bytes = t.packet.len() + lower;
+            let ip_bytes = t.len() + lower;
             if let Some(p) = st.pacer.as_mut() {
                 if !p.may_send(now, ip_bytes) {
                     st.held = Some(t);
-                    st.stats.pacer_holds += 1;
+                    self.stats.pacer_holds.fetch_add(1, Ordering::Relaxed);
                     break;
                 }
                 p.on_send(now, ip_bytes);
             }
             if let Some((rate, rng)) = st.faults.as_mut() {
                 if rng.gen_bool(rate.clamp(0.0, 1.0)) {
-                    st.stats.injected_drops += 1;
+                    self.stats.injected_drops.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
             }
-            batch.push(t);
-            if batch.len() >= 64 {
-                self.send_batch(st, &mut batch);
-            }
+            out.push(t);
         }
-        if !batch.is_empty() {
-            self.send_batch(st, &mut batch);
-        }
-        st.batch = batch;
+        out
     }
 
-    fn send_batch(&self, st: &mut State, batch: &mut Vec<Transmit>) {
-        let dropped = self.sock.send(batch);
-        st.stats.packets_sent += (batch.len() - dropped) as u64;
-        st.stats.send_drops += dropped as u64;
-        st.stats.send_calls += 1;
-        batch.clear();
+    /// Hands packets to the kernel, up to 64 per system call.
+    fn send_out(&self, out: Vec<Transmit>) {
+        for chunk in out.chunks(64) {
+            let dropped = self.sock.send(chunk);
+            let s = &self.stats;
+            s.packets_sent
+                .fetch_add((chunk.len() - dropped) as u64, Ordering::Relaxed);
+            s.send_drops.fetch_add(dropped as u64, Ordering::Relaxed);
+            s.send_calls.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Moves core events to whoever waits for them. Returns true if any.
@@ -538,12 +562,14 @@ impl Inner {
                     0
                 }
             };
+            if n > 0 {
+                self.stats.recv_calls.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .packets_received
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
             let mut st = self.lock();
             let now = self.now();
-            if n > 0 {
-                st.stats.recv_calls += 1;
-                st.stats.packets_received += n as u64;
-            }
             for i in 0..n {
                 let (src, bytes) = rb.datagram(i);
                 st.core.handle_packet(now, src, bytes);
@@ -551,10 +577,13 @@ impl Inner {
             if st.core.poll_timeout().is_some_and(|t| t <= now) {
                 st.core.handle_timeout(now);
             }
-            self.flush(&mut st);
-            if self.dispatch(&mut st) {
+            let out = self.take_output(&mut st);
+            let woke = self.dispatch(&mut st);
+            drop(st);
+            if woke {
                 self.wake_sleepers();
             }
+            self.send_out(out);
             if n < self.config.recv_batch {
                 break;
             }
@@ -612,7 +641,9 @@ impl Inner {
                 Reader::Background => self.kick.kick(),
                 Reader::App => {}
             }
-            if busy || Instant::now() < poll_until {
+            // Only the reader polls; others would just burn the CPU the
+            // reader needs (unless busy polling was asked for).
+            if busy {
                 drop(st);
                 std::hint::spin_loop();
                 st = self.lock();

@@ -304,7 +304,7 @@ impl HomaSocket {
         let mut i = 0;
         while i < batch.len() {
             let first = &batch[i];
-            let seg = first.packet.len();
+            let seg = first.len();
             let mut j = i + 1;
             if self.gso {
                 let mut total = seg;
@@ -312,11 +312,11 @@ impl HomaSocket {
                     && j - i < MAX_GSO_SEGMENTS
                     && batch[j].dst == first.dst
                     && batch[j].priority == first.priority
-                    && batch[j].packet.len() <= seg
-                    && total + batch[j].packet.len() <= MAX_UDP_PAYLOAD
+                    && batch[j].len() <= seg
+                    && total + batch[j].len() <= MAX_UDP_PAYLOAD
                 {
-                    total += batch[j].packet.len();
-                    let shorter = batch[j].packet.len() < seg;
+                    total += batch[j].len();
+                    let shorter = batch[j].len() < seg;
                     j += 1;
                     if shorter {
                         break;
@@ -336,11 +336,20 @@ impl HomaSocket {
                 }
             })
             .collect();
+        // Two iovecs a packet: header and message bytes, sent without copying.
         let mut iovs: Vec<libc::iovec> = batch
             .iter()
-            .map(|t| libc::iovec {
-                iov_base: t.packet.as_ptr() as *mut libc::c_void,
-                iov_len: t.packet.len(),
+            .flat_map(|t| {
+                [
+                    libc::iovec {
+                        iov_base: t.header.as_ptr() as *mut libc::c_void,
+                        iov_len: t.header.len(),
+                    },
+                    libc::iovec {
+                        iov_base: t.payload.as_ptr() as *mut libc::c_void,
+                        iov_len: t.payload.len(),
+                    },
+                ]
             })
             .collect();
         let mut cmsgs: Vec<CmsgBuf> = vec![[0u64; 8]; groups.len()];
@@ -352,8 +361,8 @@ impl HomaSocket {
             let mut m: libc::mmsghdr = unsafe { zeroed() };
             m.msg_hdr.msg_name = names[g].as_ptr() as *mut libc::c_void;
             m.msg_hdr.msg_namelen = names[g].len();
-            m.msg_hdr.msg_iov = &mut iovs[first];
-            m.msg_hdr.msg_iovlen = count as _;
+            m.msg_hdr.msg_iov = &mut iovs[2 * first];
+            m.msg_hdr.msg_iovlen = (2 * count) as _;
             let tos = (batch[first].priority as libc::c_int) << 5;
             let gso = (count > 1).then_some(seg as u16);
             // SAFETY: the control buffer is 64 bytes, enough for an int

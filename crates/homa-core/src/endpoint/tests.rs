@@ -14,8 +14,19 @@ fn payload(len: usize, salt: u8) -> Bytes {
         .into()
 }
 
+/// The packet made contiguous (header and payload in `header`), so tests
+/// can parse it in place.
+fn whole(t: Transmit) -> Transmit {
+    Transmit {
+        header: t.to_bytes(),
+        payload: Bytes::new(),
+        ..t
+    }
+}
+
 fn parse(t: &Transmit) -> Packet<'_> {
-    Packet::parse(&t.packet).expect("core emits valid packets")
+    assert!(t.payload.is_empty(), "call whole() first");
+    Packet::parse(&t.header).expect("core emits valid packets")
 }
 
 struct Net {
@@ -55,14 +66,14 @@ impl Net {
             let mut moved = false;
             for i in 0..self.eps.len() {
                 while sent.len() < limit {
-                    let Some(t) = self.eps[i].poll_transmit(self.now) else {
+                    let Some(t) = self.eps[i].poll_transmit(self.now).map(whole) else {
                         break;
                     };
                     moved = true;
                     if !lose(i, &t) {
                         let to = self.idx(t.dst);
                         let src = self.eps[i].local_addr().ip();
-                        self.eps[to].handle_packet(self.now, src, &t.packet);
+                        self.eps[to].handle_packet(self.now, src, &t.header);
                     }
                     sent.push((i, t));
                 }
@@ -220,7 +231,7 @@ fn unscheduled_prefix_goes_at_once_the_rest_waits_for_grants() {
     let mut e = Endpoint::new(config, addr(0), 0).unwrap();
     e.send_request(0, addr(1), payload(500_000, 0)).unwrap();
     let mut bytes = 0;
-    while let Some(t) = e.poll_transmit(0) {
+    while let Some(t) = e.poll_transmit(0).map(whole) {
         let pkt = parse(&t);
         let Body::Data { header, payload } = pkt.body else {
             panic!()
@@ -482,7 +493,7 @@ fn sender_sends_shortest_remaining_first_and_control_before_data() {
         body: Body::NeedAck,
     };
     e.handle_packet(0, addr(4).ip(), &need_ack.to_vec());
-    let order: Vec<(SocketAddr, PacketType)> = std::iter::from_fn(|| e.poll_transmit(0))
+    let order: Vec<(SocketAddr, PacketType)> = std::iter::from_fn(|| e.poll_transmit(0).map(whole))
         .map(|t| (t.dst, t.packet_type))
         .collect();
     assert_eq!(order[0], (addr(4), PacketType::Ack));
@@ -498,7 +509,7 @@ fn pacer_fifo_share_serves_the_oldest_message() {
     let mut e = Endpoint::new(Config::default(), addr(0), 0).unwrap();
     e.send_request(0, addr(1), payload(40_000, 0)).unwrap();
     e.send_request(0, addr(2), payload(30_000, 0)).unwrap();
-    let dsts: Vec<SocketAddr> = std::iter::from_fn(|| e.poll_transmit(0))
+    let dsts: Vec<SocketAddr> = std::iter::from_fn(|| e.poll_transmit(0).map(whole))
         .map(|t| t.dst)
         .collect();
     // 1 packet in 20 goes to the older (longer) message while the shorter
@@ -692,7 +703,7 @@ fn server_frees_rpc_after_ack_and_ignores_stale_duplicates() {
     assert_eq!(net.eps[1].metrics().active_rpcs, 0);
     assert_eq!(net.eps[1].metrics().acks_received, 1);
     // A stale duplicate of the request arrives: not executed again.
-    net.eps[1].handle_packet(net.now, addr(0).ip(), &request_packet.packet);
+    net.eps[1].handle_packet(net.now, addr(0).ip(), &request_packet.header);
     assert!(net.events(1).is_empty());
     assert_eq!(net.eps[1].metrics().stale_duplicates, 1);
     assert!(net.eps[1].is_idle());
@@ -905,7 +916,7 @@ fn resend_beyond_what_was_sent_grants_and_sends_it() {
     net.eps[0].handle_packet(0, addr(1).ip(), &resend.to_vec());
     let mut data = 0;
     let mut busy = 0;
-    while let Some(t) = net.eps[0].poll_transmit(0) {
+    while let Some(t) = net.eps[0].poll_transmit(0).map(whole) {
         match parse(&t).body {
             Body::Data { header, payload } => {
                 assert!(header.offset >= sent_bytes);

@@ -799,7 +799,7 @@ impl Network {
             ));
         };
         // The core must emit what it says it emits.
-        match homa_wire::Packet::parse(&tx.packet) {
+        match homa_wire::Packet::parse(&tx.to_bytes()) {
             Ok(p) if p.packet_type() == tx.packet_type => {}
             Ok(p) => self.fail(format_args!(
                 "endpoint {i} labelled a {:?} packet as {:?}",
@@ -812,10 +812,10 @@ impl Network {
             )),
         }
         let max_len = (self.cfg.homa.mtu - self.cfg.homa.lower_header_bytes) as usize;
-        if tx.packet.len() > max_len {
+        if tx.len() > max_len {
             self.fail(format_args!(
                 "endpoint {i} emitted a {}-byte packet; the MTU allows {max_len}",
-                tx.packet.len()
+                tx.len()
             ));
         }
         if tx.priority >= self.cfg.homa.num_priorities {
@@ -825,8 +825,8 @@ impl Network {
             ));
         }
         self.stats.packets_sent += 1;
-        self.stats.packet_bytes_sent += tx.packet.len() as u64;
-        let ser = self.serialization_ns(tx.packet.len());
+        self.stats.packet_bytes_sent += tx.len() as u64;
+        let ser = self.serialization_ns(tx.len());
         self.link_busy[i] = true;
         self.schedule(self.now + ser, Kind::LinkIdle(i));
 
@@ -851,7 +851,7 @@ impl Network {
                 Kind::Deliver {
                     from: i,
                     to,
-                    packet: tx.packet.clone(),
+                    packet: tx.to_bytes(),
                 },
             );
         }
