@@ -6,7 +6,7 @@ use thiserror::Error;
 /// Every tunable of the protocol core. Times are in nanoseconds, sizes in
 /// bytes, fractions in thousandths.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Largest IP packet the path carries (bytes, IP header included).
     pub mtu: u32,

@@ -691,7 +691,12 @@ impl Endpoint {
             }
             if !self.rpcs.contains_key(&id) {
                 if h.message_length > self.config.max_message_size {
+                    // Refuse it for good: remembered like an acked RPC, it
+                    // draws no RPC_UNKNOWN, so the client does not restart
+                    // it over and over; it fails when its timers give up.
                     self.metrics.invalid_dropped += 1;
+                    self.metrics.oversized_requests += 1;
+                    self.acked.remember(now, self.config.ack_memory_ns, id);
                     return;
                 }
                 self.wake_timer(now);
@@ -715,7 +720,14 @@ impl Endpoint {
                 // A response we will never accept: fail the RPC now rather
                 // than let it time out.
                 self.metrics.invalid_dropped += 1;
-                self.fail_client_rpc(id, RpcError::ResponseTooLong);
+                let max = self.config.max_message_size;
+                self.fail_client_rpc(
+                    id,
+                    RpcError::ResponseTooLong {
+                        len: h.message_length,
+                        max,
+                    },
+                );
                 return;
             }
             let charge = h.message_length as u64 + RPC_MEMORY_CHARGE;
@@ -1061,7 +1073,7 @@ impl Endpoint {
             self.next_cutoff_update = now + self.config.cutoff_update_interval_ns;
             self.update_cutoffs();
         }
-        self.check_rpcs();
+        self.check_rpcs(now);
         let owed: Vec<SocketAddr> = self
             .peers
             .iter()
@@ -1094,7 +1106,7 @@ impl Endpoint {
     /// their limit sends one RESEND (rotating over its RPCs) and any
     /// NEED_ACKs, at most once per `resend_interval`; a peer that has left
     /// `timeout_resends` of these unanswered is declared dead.
-    fn check_rpcs(&mut self) {
+    fn check_rpcs(&mut self, now: Nanos) {
         let cfg = self.config.clone();
         // Per peer: RPCs due for a RESEND or probe, and RPCs due for NEED_ACK.
         let mut due: BTreeMap<SocketAddr, DuePerPeer> = BTreeMap::new();
@@ -1131,7 +1143,7 @@ impl Endpoint {
                 continue;
             }
             if p.outstanding_resends >= cfg.timeout_resends {
-                self.peer_dead(peer);
+                self.peer_dead(now, peer);
                 continue;
             }
             p.outstanding_resends += 1;
@@ -1180,7 +1192,7 @@ impl Endpoint {
     }
 
     /// Fails every RPC with a peer that stopped answering.
-    fn peer_dead(&mut self, peer: SocketAddr) {
+    fn peer_dead(&mut self, now: Nanos, peer: SocketAddr) {
         self.metrics.peers_dead += 1;
         debug!(%peer, "peer declared dead");
         let lo = RpcId { peer, id: 0 };
@@ -1189,8 +1201,14 @@ impl Endpoint {
         for id in ids {
             if id.is_client() {
                 self.fail_client_rpc(id, RpcError::PeerDead);
-            } else if self.remove_rpc(id).is_some() {
+            } else if let Some(rpc) = self.remove_rpc(id) {
                 self.metrics.server_rpcs_discarded += 1;
+                if matches!(rpc.state, State::InService | State::Responding) {
+                    // The application has seen this request. If the client
+                    // was alive after all and restarts it, the restart must
+                    // not run it a second time.
+                    self.acked.remember(now, self.config.ack_memory_ns, id);
+                }
             }
         }
         if let Some(p) = self.peers.get_mut(&peer) {

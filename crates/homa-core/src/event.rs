@@ -62,8 +62,13 @@ pub enum RpcError {
     #[error("peer is not responding (presumed dead)")]
     PeerDead,
     /// The response was longer than this endpoint accepts.
-    #[error("the response exceeds the maximum message size")]
-    ResponseTooLong,
+    #[error("the response of {len} bytes exceeds the maximum message size of {max} bytes")]
+    ResponseTooLong {
+        /// Bytes the server announced.
+        len: u32,
+        /// `Config::max_message_size`.
+        max: u32,
+    },
 }
 
 /// Misuse of the core's API.

@@ -96,6 +96,8 @@ pub struct Metrics {
     pub unknown_rpc_packets: u64,
     /// DATA for an RPC acknowledged recently: stale duplicates, not executed.
     pub stale_duplicates: u64,
+    /// Requests refused because they exceed `max_message_size`.
+    pub oversized_requests: u64,
     /// DATA that would have started a message beyond `rx_buffer_limit`.
     pub rx_buffer_drops: u64,
     /// Gauge: RPCs in existence (client and server).

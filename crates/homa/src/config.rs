@@ -21,6 +21,7 @@ pub enum Transport {
 /// Drops a fraction of outgoing packets: a test aid to exercise loss
 /// recovery over real sockets. Never set it in production.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FaultInjection {
     /// Fraction of outgoing packets dropped, 0.0..1.0.
     pub drop_rate: f64,
@@ -41,7 +42,7 @@ pub struct FaultInjection {
 /// assert_eq!(config.core.unsched_bytes, 60_000);
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Protocol parameters (MTU, RTTbytes, overcommitment, priorities,
     /// timers). `core.lower_header_bytes` is set from the transport.
@@ -76,7 +77,14 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            core: homa_core::Config::default(),
+            core: homa_core::Config {
+                // A user-space process can be descheduled for tens of
+                // milliseconds on a loaded host; the kernel's 5 unanswered
+                // RESENDs (~30 ms) would then declare live peers dead. 20
+                // rounds 5 ticks apart: a silent peer fails RPCs in ~105 ms.
+                timeout_resends: 20,
+                ..homa_core::Config::default()
+            },
             transport: Transport::Udp,
             busy_poll: false,
             poll_us: 50,
@@ -97,6 +105,7 @@ impl Config {
     /// link fast enough that the pacer never holds back what the kernel
     /// can copy, and RTTbytes to match.
     pub fn loopback() -> Config {
+        let base = Config::default();
         let core = homa_core::Config {
             mtu: 65_000,
             max_message_size: 16 << 20,
@@ -106,13 +115,13 @@ impl Config {
             grant_window: 384_000,
             max_incoming: 4_000_000,
             grant_increment: 64_000,
-            ..homa_core::Config::default()
+            ..base.core.clone()
         };
         Config {
             core,
             pacer_link_mbps: 100_000,
             max_nic_queue_ns: 20_000,
-            ..Config::default()
+            ..base
         }
     }
 

@@ -13,7 +13,7 @@
 //! allows.
 
 use crate::config::Config;
-use crate::socket::{HomaSocket, RecvBufs, BLOCKING_RECV_TIMEOUT};
+use crate::socket::{HomaSocket, RecvBufs};
 use crate::wake::{sleep, Kick};
 use crate::Error;
 use bytes::Bytes;
@@ -320,7 +320,7 @@ impl Endpoint {
             }
             st.outstanding
                 .is_empty()
-                .then(|| Err(Error::Config("no RPC is outstanding".into())))
+                .then_some(Err(Error::NothingOutstanding))
         })
     }
 
@@ -516,46 +516,37 @@ impl Inner {
     }
 
     /// One round of the reader's work: wait for input (or a deadline), then
-    /// process what came and run due timers. An application thread sleeps
-    /// in the receive call itself; the background thread sleeps in `ppoll`
-    /// so that it can be kicked aside; a busy-polling thread does not sleep.
+    /// process what came and run due timers. Readers sleep in `ppoll` (the
+    /// background thread can be kicked out of it); a polling thread does not
+    /// sleep.
     fn reader_step(&self, deadline: Option<Instant>, mode: ReadMode) {
         let now = self.now();
-        let (mut wait, held) = {
+        let mut wait = {
             let st = self.lock();
             let mut w = st
                 .core
                 .poll_timeout()
                 .map(|t| Duration::from_nanos(t.saturating_sub(now)));
-            let held = st.held.is_some();
-            if held {
+            if st.held.is_some() {
                 if let Some(p) = &st.pacer {
                     let pw = Duration::from_nanos(p.next_send_time(now) - now);
                     w = Some(w.map_or(pw, |x| x.min(pw)));
                 }
             }
-            (w.unwrap_or(MAX_SLEEP).min(MAX_SLEEP), held)
+            w.unwrap_or(MAX_SLEEP).min(MAX_SLEEP)
         };
         if let Some(d) = deadline {
             wait = wait.min(d.saturating_duration_since(Instant::now()));
         }
-        // An application thread blocks in the receive call (whose timeout,
-        // one tick, bounds how late timers run) unless the pacer or the
-        // caller's own deadline needs finer precision.
-        let block = mode == ReadMode::App
-            && !held
-            && deadline.is_none_or(|d| {
-                d.saturating_duration_since(Instant::now()) >= BLOCKING_RECV_TIMEOUT
-            });
-        if !block && mode != ReadMode::Busy && wait > SPIN_BELOW {
+        if mode != ReadMode::Busy && wait > SPIN_BELOW {
             let (_, kicked) = sleep(self.sock.fd(), &self.kick, Some(wait));
             if kicked {
                 self.kick.drain();
             }
         }
         let mut rb = self.recv_bufs.lock().unwrap_or_else(|p| p.into_inner());
-        for round in 0..RECV_ROUNDS {
-            let n = match self.sock.recv(&mut rb, block && round == 0) {
+        for _ in 0..RECV_ROUNDS {
+            let n = match self.sock.recv(&mut rb) {
                 Ok(n) => n,
                 Err(e) => {
                     tracing::warn!(error = %e, "receive failed");
@@ -574,7 +565,10 @@ impl Inner {
                 let (src, bytes) = rb.datagram(i);
                 st.core.handle_packet(now, src, bytes);
             }
-            if st.core.poll_timeout().is_some_and(|t| t <= now) {
+            // Timers only once the socket is drained: packets still queued
+            // in our own socket must not count as a peer's silence.
+            let drained = n < self.config.recv_batch;
+            if drained && st.core.poll_timeout().is_some_and(|t| t <= now) {
                 st.core.handle_timeout(now);
             }
             let out = self.take_output(&mut st);
@@ -584,7 +578,7 @@ impl Inner {
                 self.wake_sleepers();
             }
             self.send_out(out);
-            if n < self.config.recv_batch {
+            if drained {
                 break;
             }
         }
@@ -612,11 +606,11 @@ impl Inner {
         let mut reading = false;
         let mut st = self.lock();
         let result = loop {
-            if let Some(r) = check(&mut st) {
-                break r;
-            }
             if self.closed.load(Ordering::Acquire) {
                 break Err(Error::Closed);
+            }
+            if let Some(r) = check(&mut st) {
+                break r;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 break Err(Error::Timeout);

@@ -21,6 +21,17 @@ pub enum Error {
         /// The limit (`Config::core.max_message_size`).
         max: u32,
     },
+    /// The response exceeds this endpoint's maximum message size.
+    #[error("the response of {len} bytes exceeds this endpoint's maximum of {max} bytes")]
+    ResponseTooLong {
+        /// Bytes the server announced.
+        len: u32,
+        /// The limit (`Config::core.max_message_size`).
+        max: u32,
+    },
+    /// `recv_any_response` with no RPC outstanding.
+    #[error("no RPC is outstanding")]
+    NothingOutstanding,
     /// The endpoint was shut down.
     #[error("the endpoint is closed")]
     Closed,
@@ -59,7 +70,9 @@ impl From<homa_core::RpcError> for Error {
     fn from(e: homa_core::RpcError) -> Error {
         match e {
             homa_core::RpcError::PeerDead => Error::PeerDead,
-            homa_core::RpcError::ResponseTooLong => Error::MessageTooLong { len: 0, max: 0 },
+            homa_core::RpcError::ResponseTooLong { len, max } => {
+                Error::ResponseTooLong { len, max }
+            }
         }
     }
 }

@@ -17,8 +17,6 @@ const RECV_BUF: usize = 65_536;
 const MAX_GSO_SEGMENTS: usize = 64;
 /// Most payload bytes in one UDP datagram (what a GSO send may carry).
 const MAX_UDP_PAYLOAD: usize = 65_507;
-/// Longest a blocking receive sleeps before timers get a look.
-pub(crate) const BLOCKING_RECV_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1);
 // Not (yet) in every libc release.
 const UDP_SEGMENT: libc::c_int = 103;
 const UDP_GRO: libc::c_int = 104;
@@ -120,11 +118,9 @@ impl HomaSocket {
             ),
             _ => Error::Io(e),
         })?;
-        // Blocking, so that a waiting application thread can sleep in the
-        // receive call itself (one system call per wake-up); every other
-        // call passes MSG_DONTWAIT. The timeout bounds how late timers run.
-        socket.set_nonblocking(false)?;
-        socket.set_read_timeout(Some(BLOCKING_RECV_TIMEOUT))?;
+        // Readers sleep in ppoll, whose timeout is precise (a blocking
+        // receive's timeout is rounded to jiffies and would make timers late).
+        socket.set_nonblocking(true)?;
         let _ = socket.set_recv_buffer_size(buffer_bytes);
         let _ = socket.set_send_buffer_size(buffer_bytes);
         if kind == Kind::Udp6 {
@@ -202,10 +198,9 @@ impl HomaSocket {
         }
     }
 
-    /// Receives up to a batch of datagrams; returns how many (0 when nothing
-    /// came). With `block`, sleeps until at least one arrives or
-    /// [`BLOCKING_RECV_TIMEOUT`] passes; otherwise returns at once.
-    pub(crate) fn recv(&self, rb: &mut RecvBufs, block: bool) -> io::Result<usize> {
+    /// Receives up to a batch of datagrams without blocking; returns how
+    /// many (0 when nothing is waiting).
+    pub(crate) fn recv(&self, rb: &mut RecvBufs) -> io::Result<usize> {
         let n = rb.bufs.len();
         let RecvBufs {
             bufs,
@@ -241,11 +236,7 @@ impl HomaSocket {
                 self.fd(),
                 msgs.as_mut_ptr(),
                 n as libc::c_uint,
-                if block {
-                    libc::MSG_WAITFORONE
-                } else {
-                    libc::MSG_DONTWAIT
-                },
+                libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
             )
         };
