@@ -519,7 +519,20 @@ impl Inner {
     /// process what came and run due timers. Readers sleep in `ppoll` (the
     /// background thread can be kicked out of it); a polling thread does not
     /// sleep.
-    fn reader_step(&self, deadline: Option<Instant>, mode: ReadMode) {
+    fn reader_step(&self, deadline: Option<Instant>, mode: ReadMode, spins: u32) {
+        if mode == ReadMode::Busy {
+            // Spinning: probe for one datagram (cheap for the kernel), and
+            // look at timers and the pacer only now and then.
+            self.take_input(1, spins % 32 == 0);
+        } else {
+            self.sleep_until_input(deadline);
+            self.take_input(self.config.recv_batch, true);
+        }
+    }
+
+    /// Sleeps until the socket is readable, the next timer or pacer
+    /// deadline, `deadline`, or a kick.
+    fn sleep_until_input(&self, deadline: Option<Instant>) {
         let now = self.now();
         let mut wait = {
             let st = self.lock();
@@ -538,21 +551,30 @@ impl Inner {
         if let Some(d) = deadline {
             wait = wait.min(d.saturating_duration_since(Instant::now()));
         }
-        if mode != ReadMode::Busy && wait > SPIN_BELOW {
+        if wait > SPIN_BELOW {
             let (_, kicked) = sleep(self.sock.fd(), &self.kick, Some(wait));
             if kicked {
                 self.kick.drain();
             }
         }
+    }
+
+    /// Processes whatever the socket holds, runs due timers, sends what
+    /// that produced and hands events to their waiters.
+    fn take_input(&self, first: usize, housekeeping: bool) {
         let mut rb = self.recv_bufs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut max = first;
         for _ in 0..RECV_ROUNDS {
-            let n = match self.sock.recv(&mut rb) {
+            let n = match self.sock.recv(&mut rb, max) {
                 Ok(n) => n,
                 Err(e) => {
                     tracing::warn!(error = %e, "receive failed");
                     0
                 }
             };
+            if n == 0 && !housekeeping {
+                return;
+            }
             if n > 0 {
                 self.stats.recv_calls.fetch_add(1, Ordering::Relaxed);
                 self.stats
@@ -567,7 +589,7 @@ impl Inner {
             }
             // Timers only once the socket is drained: packets still queued
             // in our own socket must not count as a peer's silence.
-            let drained = n < self.config.recv_batch;
+            let drained = n < max;
             if drained && st.core.poll_timeout().is_some_and(|t| t <= now) {
                 st.core.handle_timeout(now);
             }
@@ -581,6 +603,7 @@ impl Inner {
             if drained {
                 break;
             }
+            max = self.config.recv_batch;
         }
     }
 
@@ -603,6 +626,8 @@ impl Inner {
         // Like Homa/Linux, poll a while before sleeping: a message that
         // comes soon is taken without a wake-up.
         let poll_until = Instant::now() + Duration::from_micros(self.config.poll_us);
+        let mut polling = self.config.poll_us > 0;
+        let mut spins: u32 = 0;
         let mut reading = false;
         let mut st = self.lock();
         let result = loop {
@@ -612,17 +637,20 @@ impl Inner {
             if let Some(r) = check(&mut st) {
                 break r;
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            // (Spinning threads read the clock only now and then.)
+            if (spins % 16 == 0 || !busy) && deadline.is_some_and(|d| Instant::now() >= d) {
                 break Err(Error::Timeout);
             }
             if reading {
                 drop(st);
-                let mode = if busy || Instant::now() < poll_until {
+                spins = spins.wrapping_add(1);
+                let mode = if busy || (polling && Instant::now() < poll_until) {
                     ReadMode::Busy
                 } else {
+                    polling = false;
                     ReadMode::App
                 };
-                self.reader_step(deadline, mode);
+                self.reader_step(deadline, mode, spins);
                 st = self.lock();
                 continue;
             }
@@ -693,7 +721,7 @@ impl Inner {
             drop(st);
             while !self.closed.load(Ordering::Acquire) && self.waiters.load(Ordering::Acquire) == 0
             {
-                self.reader_step(None, ReadMode::Background);
+                self.reader_step(None, ReadMode::Background, 0);
             }
             let mut st = self.lock();
             st.reader = Reader::Nobody;

@@ -198,10 +198,11 @@ impl HomaSocket {
         }
     }
 
-    /// Receives up to a batch of datagrams without blocking; returns how
-    /// many (0 when nothing is waiting).
-    pub(crate) fn recv(&self, rb: &mut RecvBufs) -> io::Result<usize> {
-        let n = rb.bufs.len();
+    /// Receives up to `max` datagrams (at most a batch) without blocking;
+    /// returns how many (0 when nothing is waiting). A GRO buffer counts as
+    /// the packets it holds.
+    pub(crate) fn recv(&self, rb: &mut RecvBufs, max: usize) -> io::Result<usize> {
+        let n = rb.bufs.len().min(max.max(1));
         let RecvBufs {
             bufs,
             names,
@@ -212,7 +213,7 @@ impl HomaSocket {
         } = rb;
         got.clear();
         iovs.clear();
-        iovs.extend(bufs.iter_mut().map(|b| libc::iovec {
+        iovs.extend(bufs.iter_mut().take(n).map(|b| libc::iovec {
             iov_base: b.as_mut_ptr() as *mut libc::c_void,
             iov_len: b.len(),
         }));
