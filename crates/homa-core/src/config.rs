@@ -137,6 +137,15 @@ impl Config {
         }
     }
 
+    /// Longest a silent peer is given before it is declared dead (ns): the
+    /// first RESEND after `resend_ticks`, then `timeout_resends` more
+    /// intervals, plus one for the tick that declares it.
+    pub fn dead_peer_ns(&self) -> u64 {
+        let ticks = self.resend_ticks as u64
+            + (self.timeout_resends as u64 + 1) * self.resend_interval as u64;
+        ticks.saturating_mul(self.tick_ns)
+    }
+
     /// Message bytes one DATA packet carries.
     pub fn max_payload(&self) -> u32 {
         self.mtu
@@ -198,6 +207,18 @@ impl Config {
                 self.fifo_grant_fraction, self.pacer_fifo_fraction
             ));
         }
+        // A refused or acked RPC must be remembered longer than its client
+        // keeps asking for it, or a late RESEND draws RPC_UNKNOWN and the
+        // client restarts it.
+        let patience = self.dead_peer_ns();
+        if self.ack_memory_ns <= patience {
+            return err(format!(
+                "ack_memory_ns ({} ns) must exceed the time a client keeps \
+                 retrying a silent server, tick_ns × (resend_ticks + \
+                 (timeout_resends + 1) × resend_interval) = {patience} ns",
+                self.ack_memory_ns
+            ));
+        }
         if self.fifo_grant_fraction > 0 && self.fifo_grant_increment == 0 {
             return err("fifo_grant_increment must be positive when FIFO grants are on".into());
         }
@@ -246,5 +267,11 @@ mod tests {
             ..Config::default()
         };
         assert!(c.validate().is_err());
+        let c = Config {
+            timeout_resends: 20,
+            ..Config::default()
+        };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("ack_memory_ns"), "{e}");
     }
 }

@@ -21,6 +21,37 @@ const MAX_UDP_PAYLOAD: usize = 65_507;
 const UDP_SEGMENT: libc::c_int = 103;
 const UDP_GRO: libc::c_int = 104;
 
+/// Homa ports taken by raw-IP endpoints of this process. The kernel keeps
+/// no Homa ports, so without this two endpoints could share one and both
+/// receive every request. (Other processes cannot be seen.)
+static RAW_PORTS: std::sync::Mutex<Vec<SocketAddr>> = std::sync::Mutex::new(Vec::new());
+
+/// Releases a raw-IP port when its socket goes away.
+#[derive(Debug)]
+struct RawPort(SocketAddr);
+
+impl RawPort {
+    fn claim(addr: SocketAddr) -> Option<RawPort> {
+        let mut ports = RAW_PORTS.lock().unwrap_or_else(|p| p.into_inner());
+        let clash = ports.iter().any(|p| {
+            p.port() == addr.port()
+                && (p.ip() == addr.ip() || p.ip().is_unspecified() || addr.ip().is_unspecified())
+        });
+        if clash {
+            return None;
+        }
+        ports.push(addr);
+        Some(RawPort(addr))
+    }
+}
+
+impl Drop for RawPort {
+    fn drop(&mut self) {
+        let mut ports = RAW_PORTS.lock().unwrap_or_else(|p| p.into_inner());
+        ports.retain(|p| *p != self.0);
+    }
+}
+
 /// Control-message space, 8-byte aligned as `cmsghdr` requires.
 type CmsgBuf = [u64; 8];
 
@@ -38,6 +69,7 @@ pub(crate) struct HomaSocket {
     kind: Kind,
     gso: bool,
     gro: bool,
+    _raw_port: Option<RawPort>,
 }
 
 /// Receive buffers, reused across calls by whichever thread is reading.
@@ -126,17 +158,25 @@ impl HomaSocket {
         if kind == Kind::Udp6 {
             socket.set_only_v6(true)?;
         }
+        let mut raw_port = None;
         let local = match kind {
             Kind::Raw4 => {
                 socket
                     .bind(&SockAddr::from(SocketAddr::new(addr.ip(), 0)))
                     .map_err(|e| bind_error(addr, e))?;
-                let port = if addr.port() == 0 {
-                    0x8000 + rand::random::<u16>() % 0x8000
+                let claim = if addr.port() == 0 {
+                    (0..1000).find_map(|_| {
+                        let port = 0x8000 + rand::random::<u16>() % 0x8000;
+                        RawPort::claim(SocketAddr::new(addr.ip(), port))
+                    })
                 } else {
-                    addr.port()
+                    RawPort::claim(addr)
                 };
-                SocketAddr::new(addr.ip(), port)
+                let claim = claim
+                    .ok_or_else(|| Error::BadAddress(format!("{addr}: address already in use")))?;
+                let local = claim.0;
+                raw_port = Some(claim);
+                local
             }
             _ => {
                 socket
@@ -153,6 +193,7 @@ impl HomaSocket {
             kind,
             gso: false,
             gro: false,
+            _raw_port: raw_port,
         };
         if kind != Kind::Raw4 {
             s.gso = gso;
