@@ -240,6 +240,16 @@ pub struct Report {
     /// The Homa client endpoint's counters at the end of the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub homa_metrics: Option<serde_json::Value>,
+    /// Peak resident memory of this process so far (KiB; Linux `VmHWM`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_rss_kib: Option<u64>,
+}
+
+/// The process's peak resident set size (KiB), from /proc/self/status.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// What a run was, to label its report.
@@ -285,6 +295,7 @@ impl Report {
             max_us: rec.quantile_us(1.0),
             buckets: rec.bucket_reports(),
             homa_metrics: None,
+            peak_rss_kib: peak_rss_kib(),
         }
     }
 
@@ -362,6 +373,13 @@ impl Report {
                     fmt_us(b.p99_us)
                 );
             }
+        }
+        if let Some(kib) = self.peak_rss_kib {
+            let _ = writeln!(
+                out,
+                "  peak memory (RSS) of this process: {:.1} MiB",
+                kib as f64 / 1024.0
+            );
         }
         out
     }

@@ -243,6 +243,9 @@ impl HomaSocket {
     /// returns how many (0 when nothing is waiting). A GRO buffer counts as
     /// the packets it holds.
     pub(crate) fn recv(&self, rb: &mut RecvBufs, max: usize) -> io::Result<usize> {
+        if max <= 1 && !self.gro {
+            return self.recv_one(rb);
+        }
         let n = rb.bufs.len().min(max.max(1));
         let RecvBufs {
             bufs,
@@ -326,6 +329,51 @@ impl HomaSocket {
             }
         }
         Ok(got.len())
+    }
+
+    /// Receives one datagram with the cheapest call there is (`recvfrom`):
+    /// what a spinning reader does between arrivals.
+    fn recv_one(&self, rb: &mut RecvBufs) -> io::Result<usize> {
+        rb.got.clear();
+        // SAFETY: all-zero is a valid sockaddr_storage.
+        let mut name: libc::sockaddr_storage = unsafe { zeroed() };
+        let mut namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let buf = &mut rb.bufs[0];
+        // SAFETY: buf and name are live, writable and as long as we say.
+        let r = unsafe {
+            libc::recvfrom(
+                self.fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                libc::MSG_DONTWAIT,
+                &mut name as *mut _ as *mut libc::sockaddr,
+                &mut namelen,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock
+                | io::ErrorKind::Interrupted
+                | io::ErrorKind::ConnectionRefused => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let len = r as usize;
+        let Some(src) = sockaddr_ip(&name) else {
+            return Ok(0);
+        };
+        let start = if self.kind == Kind::Raw4 {
+            let ihl = buf.first().map(|b| (b & 0x0f) as usize * 4).unwrap_or(0);
+            if ihl < 20 || ihl > len {
+                return Ok(0);
+            }
+            ihl
+        } else {
+            0
+        };
+        rb.got.push((src, 0, start, len - start));
+        Ok(1)
     }
 
     /// Sends a batch. Runs of packets to the same place at the same priority
