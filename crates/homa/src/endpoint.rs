@@ -97,6 +97,9 @@ struct State {
     async_requests: VecDeque<oneshot::Sender<Request>>,
     reader: Reader,
     reader_free_since: Instant,
+    /// Bumped whenever what a waiter checks may have changed, so spinning
+    /// waiters re-check only then.
+    generation: u64,
     faults: Option<(f64, StdRng)>,
 }
 
@@ -221,6 +224,7 @@ impl Endpoint {
                 async_requests: VecDeque::new(),
                 reader: Reader::Nobody,
                 reader_free_since: Instant::now(),
+                generation: 0,
                 faults,
             }),
             stats: Stats::default(),
@@ -348,6 +352,7 @@ impl Endpoint {
     pub fn abort(&self, id: RpcId) -> Result<(), Error> {
         let inner = &self.inner;
         let mut st = inner.lock();
+        st.generation += 1;
         let was_done = st.done.remove(&id).is_some();
         st.outstanding.remove(&id);
         st.async_responses.remove(&id);
@@ -479,6 +484,9 @@ impl Inner {
     fn dispatch(&self, st: &mut State) -> bool {
         let mut any = false;
         while let Some(ev) = st.core.poll_event() {
+            if !any {
+                st.generation += 1;
+            }
             any = true;
             match ev {
                 Event::Request { rpc, message } => {
@@ -589,7 +597,9 @@ impl Inner {
             }
             // Timers only once the socket is drained: packets still queued
             // in our own socket must not count as a peer's silence.
-            let drained = n < max;
+            // (A spinning reader takes one datagram at a time and will be
+            // back at once: don't chase the rest with a second call.)
+            let drained = n < max || max == 1;
             if drained && st.core.poll_timeout().is_some_and(|t| t <= now) {
                 st.core.handle_timeout(now);
             }
@@ -628,14 +638,18 @@ impl Inner {
         let poll_until = Instant::now() + Duration::from_micros(self.config.poll_us);
         let mut polling = self.config.poll_us > 0;
         let mut spins: u32 = 0;
+        let mut seen = u64::MAX;
         let mut reading = false;
         let mut st = self.lock();
         let result = loop {
             if self.closed.load(Ordering::Acquire) {
                 break Err(Error::Closed);
             }
-            if let Some(r) = check(&mut st) {
-                break r;
+            if st.generation != seen {
+                seen = st.generation;
+                if let Some(r) = check(&mut st) {
+                    break r;
+                }
             }
             // (Spinning threads read the clock only now and then.)
             if (spins % 16 == 0 || !busy) && deadline.is_some_and(|d| Instant::now() >= d) {
