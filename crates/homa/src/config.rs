@@ -96,7 +96,7 @@ impl Default for Config {
             recv_batch: 32,
             segmentation_offload: true,
             receive_offload: true,
-            socket_buffer_bytes: 4 << 20,
+            socket_buffer_bytes: 16 << 20,
             fault_injection: None,
         }
     }

@@ -153,8 +153,7 @@ impl HomaSocket {
         // Readers sleep in ppoll, whose timeout is precise (a blocking
         // receive's timeout is rounded to jiffies and would make timers late).
         socket.set_nonblocking(true)?;
-        let _ = socket.set_recv_buffer_size(buffer_bytes);
-        let _ = socket.set_send_buffer_size(buffer_bytes);
+        set_buffer_sizes(&socket, buffer_bytes);
         if kind == Kind::Udp6 {
             socket.set_only_v6(true)?;
         }
@@ -520,6 +519,34 @@ impl HomaSocket {
             used += libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
         }
         used
+    }
+}
+
+/// Asks for `bytes` of socket buffer each way. With CAP_NET_ADMIN the
+/// `*FORCE` options go past the system maximum (`net.core.rmem_max`), which
+/// keeps a burst of thousands of requests from overflowing the socket;
+/// otherwise the kernel caps the request at that maximum.
+fn set_buffer_sizes(socket: &Socket, bytes: usize) {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        let set = |name| {
+            // SAFETY: a live socket fd and a c_int option value on the stack.
+            unsafe {
+                libc::setsockopt(
+                    socket.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    name,
+                    &v as *const libc::c_int as *const libc::c_void,
+                    size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            }
+        };
+        if set(force) != 0 {
+            set(plain);
+        }
     }
 }
 
