@@ -158,11 +158,11 @@ fn only_loopback_is_accepted() {
 
 #[test]
 fn a_dead_server_fails_cleanly() {
-    // Bind a port and close it again, so nothing listens there.
-    let addr = std::net::TcpListener::bind(loopback())
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // Hold a bound but never listening TCP socket: connecting is refused,
+    // and no other test can take the port meanwhile.
+    let hold = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    hold.bind(&socket2::SockAddr::from(loopback())).unwrap();
+    let addr = hold.local_addr().unwrap().as_socket().unwrap();
     let c = ClientOptions::new(Protocol::Tcp, addr);
     let err = run_client(&c).unwrap_err().to_string();
     assert!(err.contains("connect to TCP server"), "{err}");
