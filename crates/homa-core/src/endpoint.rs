@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::outgoing::OutMessage;
 use crate::peer::Peer;
 use crate::priority::{unsched_priority, PriorityPlan, SizeSampler};
+use crate::srpt::{self, SrptQueue};
 use crate::{incast, Config, ConfigError, Nanos};
 use bytes::{Bytes, BytesMut};
 use homa_wire::{
@@ -18,7 +19,7 @@ use homa_wire::{
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use tracing::{debug, trace};
 
@@ -107,9 +108,9 @@ struct Rpc {
     /// Incast control: a client's request asks for it / a server honours it.
     incast: bool,
     /// Current key in `Endpoint::sendable`.
-    sendable: Option<(u32, u64)>,
+    sendable: Option<srpt::Key>,
     /// Current key in `Endpoint::grantable`.
-    grantable: Option<(u32, u64)>,
+    grantable: Option<srpt::Key>,
 }
 
 impl Rpc {
@@ -183,14 +184,10 @@ pub struct Endpoint {
     seq: u64,
     rpcs: BTreeMap<RpcId, Rpc>,
     peers: BTreeMap<SocketAddr, Peer>,
-    /// Outgoing messages with something to send: (bytes left, seq, rpc).
-    sendable: BTreeSet<(u32, u64, RpcId)>,
-    /// The same, oldest first, for the pacer's FIFO share.
-    sendable_age: BTreeSet<(u64, RpcId)>,
-    /// Incoming messages that need grants: (bytes left, seq, rpc).
-    grantable: BTreeSet<(u32, u64, RpcId)>,
-    /// The same, oldest first, for FIFO grants.
-    grantable_age: BTreeSet<(u64, RpcId)>,
+    /// Outgoing messages with something to send, by bytes left to send.
+    sendable: SrptQueue,
+    /// Incoming messages that need grants, by bytes left to receive.
+    grantable: SrptQueue,
     control: VecDeque<Transmit>,
     events: VecDeque<Event>,
     plan: PriorityPlan,
@@ -244,10 +241,8 @@ impl Endpoint {
             seq: 0,
             rpcs: BTreeMap::new(),
             peers: BTreeMap::new(),
-            sendable: BTreeSet::new(),
-            sendable_age: BTreeSet::new(),
-            grantable: BTreeSet::new(),
-            grantable_age: BTreeSet::new(),
+            sendable: SrptQueue::default(),
+            grantable: SrptQueue::default(),
             control: VecDeque::new(),
             events: VecDeque::new(),
             plan_version: 1,
@@ -434,11 +429,11 @@ impl Endpoint {
         let fifo_turn =
             fraction > 0 && self.data_packets % (1000 / fraction) == 1000 / fraction - 1;
         let id = if fifo_turn {
-            self.sendable_age.first().map(|&(_, id)| id)
+            self.sendable.oldest()
         } else {
-            self.sendable.first().map(|&(_, _, id)| id)
+            self.sendable.shortest()
         }?;
-        if fifo_turn && self.sendable.first().map(|e| e.2) != Some(id) {
+        if fifo_turn && self.sendable.shortest() != Some(id) {
             self.metrics.pacer_fifo_packets += 1;
         }
         self.data_packets += 1;
@@ -529,18 +524,7 @@ impl Endpoint {
             .as_ref()
             .filter(|m| m.has_sendable())
             .map(|m| (m.bytes_left(), m.seq));
-        if key == rpc.sendable {
-            return;
-        }
-        if let Some((left, seq)) = rpc.sendable.take() {
-            self.sendable.remove(&(left, seq, id));
-            self.sendable_age.remove(&(seq, id));
-        }
-        if let Some((left, seq)) = key {
-            self.sendable.insert((left, seq, id));
-            self.sendable_age.insert((seq, id));
-        }
-        rpc.sendable = key;
+        rpc.sendable = self.sendable.refile(id, rpc.sendable, key);
     }
 
     /// Re-files an RPC in the receiver's grant queue after its incoming
@@ -554,30 +538,17 @@ impl Endpoint {
             .as_ref()
             .filter(|m| m.granted < m.length)
             .map(|m| (m.remaining(), m.seq));
-        if key == rpc.grantable {
-            return;
-        }
-        if let Some((left, seq)) = rpc.grantable.take() {
-            self.grantable.remove(&(left, seq, id));
-            self.grantable_age.remove(&(seq, id));
-        }
-        if let Some((left, seq)) = key {
-            self.grantable.insert((left, seq, id));
-            self.grantable_age.insert((seq, id));
-        }
-        rpc.grantable = key;
+        rpc.grantable = self.grantable.refile(id, rpc.grantable, key);
     }
 
     /// Frees an RPC and everything filed under it.
     fn remove_rpc(&mut self, id: RpcId) -> Option<Rpc> {
         let mut rpc = self.rpcs.remove(&id)?;
-        if let Some((left, seq)) = rpc.sendable.take() {
-            self.sendable.remove(&(left, seq, id));
-            self.sendable_age.remove(&(seq, id));
+        if let Some(k) = rpc.sendable.take() {
+            self.sendable.remove(id, k);
         }
-        if let Some((left, seq)) = rpc.grantable.take() {
-            self.grantable.remove(&(left, seq, id));
-            self.grantable_age.remove(&(seq, id));
+        if let Some(k) = rpc.grantable.take() {
+            self.grantable.remove(id, k);
         }
         if let Some(m) = &rpc.msgin {
             self.release_msgin(m);
@@ -798,9 +769,8 @@ impl Endpoint {
     fn complete_msgin(&mut self, now: Nanos, id: RpcId) {
         let rpc = self.rpcs.get_mut(&id).expect("present");
         let m = rpc.msgin.take().expect("complete message");
-        if let Some((left, seq)) = rpc.grantable.take() {
-            self.grantable.remove(&(left, seq, id));
-            self.grantable_age.remove(&(seq, id));
+        if let Some(k) = rpc.grantable.take() {
+            self.grantable.remove(id, k);
         }
         let state = rpc.state;
         self.release_msgin(&m);
@@ -990,7 +960,7 @@ impl Endpoint {
             sched_levels: self.plan.sched_levels,
         };
         let rpcs = &self.rpcs;
-        let candidates = self.grantable.iter().map(|&(_, _, id)| {
+        let candidates = self.grantable.iter().map(|id| {
             let m = rpcs[&id].msgin.as_ref().expect("grantable has msgin");
             Candidate {
                 key: id,
@@ -1007,7 +977,7 @@ impl Endpoint {
             self.metrics.grants_srpt += 1;
         }
         while let Some(bytes) = self.fifo.take_due() {
-            let Some(&(_, id)) = self.grantable_age.first() else {
+            let Some(id) = self.grantable.oldest() else {
                 break;
             };
             let m = self.rpcs[&id].msgin.as_ref().expect("grantable has msgin");

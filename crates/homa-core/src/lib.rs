@@ -54,6 +54,7 @@ pub mod outgoing;
 pub mod pacer;
 pub mod peer;
 pub mod priority;
+pub mod srpt;
 
 pub use config::{Config, ConfigError};
 pub use endpoint::{Endpoint, Transmit};

@@ -285,14 +285,7 @@ impl HomaSocket {
             )
         };
         if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-                // A previous send drew an ICMP error; it says nothing about
-                // this receive.
-                io::ErrorKind::ConnectionRefused => Ok(0),
-                _ => Err(e),
-            };
+            return nothing_received();
         }
         for (i, m) in msgs.iter().enumerate().take(r as usize) {
             let len = m.msg_len as usize;
@@ -350,13 +343,7 @@ impl HomaSocket {
             )
         };
         if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock
-                | io::ErrorKind::Interrupted
-                | io::ErrorKind::ConnectionRefused => Ok(0),
-                _ => Err(e),
-            };
+            return nothing_received();
         }
         let len = r as usize;
         let Some(src) = sockaddr_ip(&name) else {
@@ -605,6 +592,19 @@ fn bind_error(addr: SocketAddr, e: io::Error) -> Error {
             Error::PermissionDenied(format!("{addr}: binding needs privileges"))
         }
         _ => Error::Io(e),
+    }
+}
+
+/// Reads errno after a failed receive: "nothing came" for the expected
+/// cases (no data, a signal, or an ICMP error left by an earlier send, which
+/// says nothing about this receive), the error otherwise.
+fn nothing_received() -> io::Result<usize> {
+    let e = io::Error::last_os_error();
+    match e.kind() {
+        io::ErrorKind::WouldBlock
+        | io::ErrorKind::Interrupted
+        | io::ErrorKind::ConnectionRefused => Ok(0),
+        _ => Err(e),
     }
 }
 

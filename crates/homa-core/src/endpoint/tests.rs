@@ -2,6 +2,7 @@
 //! fully controlled network, one packet at a time.
 
 use super::*;
+use std::collections::BTreeSet;
 
 fn addr(i: usize) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, i as u8 + 1], 4000))
