@@ -240,7 +240,7 @@ impl Endpoint {
         let handle = std::thread::Builder::new()
             .name(format!("homa-{}", local.port()))
             .spawn(move || bg.background())?;
-        *inner.background.lock().unwrap() = Some(handle);
+        *inner.background.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
         Ok(Endpoint {
             _owner: Arc::new(Owner(inner.clone())),
             inner,
@@ -425,7 +425,11 @@ impl Inner {
         }
         self.cond.notify_all();
         self.bg_cond.notify_all();
-        let handle = self.background.lock().unwrap().take();
+        let handle = self
+            .background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some(h) = handle {
             if h.thread().id() != std::thread::current().id() {
                 let _ = h.join();
