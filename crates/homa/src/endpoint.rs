@@ -20,7 +20,7 @@ use bytes::Bytes;
 use homa_core::{Event, Metrics, Nanos, Pacer, RpcId, Transmit};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -89,11 +89,11 @@ struct State {
     core: homa_core::Endpoint,
     pacer: Option<Pacer>,
     held: Option<Transmit>,
-    outstanding: HashSet<RpcId>,
-    done: HashMap<RpcId, Result<Bytes, Error>>,
+    outstanding: BTreeSet<RpcId>,
+    done: BTreeMap<RpcId, Result<Bytes, Error>>,
     done_order: VecDeque<RpcId>,
     requests: VecDeque<Request>,
-    async_responses: HashMap<RpcId, oneshot::Sender<Result<Bytes, Error>>>,
+    async_responses: BTreeMap<RpcId, oneshot::Sender<Result<Bytes, Error>>>,
     async_requests: VecDeque<oneshot::Sender<Request>>,
     reader: Reader,
     reader_free_since: Instant,
@@ -216,11 +216,11 @@ impl Endpoint {
                 core,
                 pacer,
                 held: None,
-                outstanding: HashSet::new(),
-                done: HashMap::new(),
+                outstanding: BTreeSet::new(),
+                done: BTreeMap::new(),
                 done_order: VecDeque::new(),
                 requests: VecDeque::new(),
-                async_responses: HashMap::new(),
+                async_responses: BTreeMap::new(),
                 async_requests: VecDeque::new(),
                 reader: Reader::Nobody,
                 reader_free_since: Instant::now(),
@@ -639,8 +639,12 @@ impl Inner {
         let busy = self.config.busy_poll;
         // Like Homa/Linux, poll a while before sleeping: a message that
         // comes soon is taken without a wake-up.
-        let poll_until = Instant::now() + Duration::from_micros(self.config.poll_us);
-        let mut polling = self.config.poll_us > 0;
+        let mut polling = self.config.poll_us > 0 && !busy;
+        let poll_until = if polling {
+            Instant::now() + Duration::from_micros(self.config.poll_us)
+        } else {
+            self.epoch
+        };
         let mut spins: u32 = 0;
         let mut seen = u64::MAX;
         let mut reading = false;
