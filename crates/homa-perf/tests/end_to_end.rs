@@ -280,13 +280,13 @@ fn demo_runs_quickly_and_reports_every_row() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = v["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 11);
+    assert_eq!(rows.len(), 12);
     for r in rows {
         assert!(r.get("error").is_none(), "failed row: {r}");
         assert!(r["report"]["rpcs"].as_u64().unwrap() > 0, "{r}");
     }
     let ratios = v["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 7);
+    assert_eq!(ratios.len(), 8);
     assert!(
         ratios.iter().all(|r| r["value"].as_f64().is_some()),
         "{ratios:?}"
