@@ -8,12 +8,15 @@
 //! network, is recognised and dropped instead of being executed again.
 
 use crate::{Nanos, RpcId};
-use std::collections::{BTreeSet, VecDeque};
+use rustc_hash::FxHashSet;
+use std::collections::VecDeque;
 
-/// Recently acknowledged server RPCs.
+/// Recently acknowledged server RPCs. Tens of thousands at high rates, and
+/// looked up for every new request: a hash set (with a fixed hasher, so runs
+/// stay reproducible; nothing iterates it).
 #[derive(Debug, Default)]
 pub struct AckMemory {
-    set: BTreeSet<RpcId>,
+    set: FxHashSet<RpcId>,
     expiry: VecDeque<(Nanos, RpcId)>,
 }
 
