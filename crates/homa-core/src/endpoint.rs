@@ -1165,9 +1165,13 @@ impl Endpoint {
     fn peer_dead(&mut self, now: Nanos, peer: SocketAddr) {
         self.metrics.peers_dead += 1;
         debug!(%peer, "peer declared dead");
-        let lo = RpcId { peer, id: 0 };
-        let hi = RpcId { peer, id: u64::MAX };
-        let ids: Vec<RpcId> = self.rpcs.range(lo..=hi).map(|(id, _)| *id).collect();
+        // (Rare: a scan is fine.)
+        let ids: Vec<RpcId> = self
+            .rpcs
+            .keys()
+            .filter(|id| id.peer == peer)
+            .copied()
+            .collect();
         for id in ids {
             if id.is_client() {
                 self.fail_client_rpc(id, RpcError::PeerDead);
@@ -1190,18 +1194,12 @@ impl Endpoint {
 
     fn forget_idle_peers(&mut self, now: Nanos) {
         let idle = self.config.peer_idle_ns;
-        let rpcs = &self.rpcs;
-        self.peers.retain(|&addr, p| {
-            let has_rpcs = rpcs
-                .range(
-                    RpcId { peer: addr, id: 0 }..=RpcId {
-                        peer: addr,
-                        id: u64::MAX,
-                    },
-                )
-                .next()
-                .is_some();
-            has_rpcs || !p.pending_acks.is_empty() || now.saturating_sub(p.last_active) < idle
+        let busy: std::collections::BTreeSet<SocketAddr> =
+            self.rpcs.keys().map(|id| id.peer).collect();
+        self.peers.retain(|addr, p| {
+            busy.contains(addr)
+                || !p.pending_acks.is_empty()
+                || now.saturating_sub(p.last_active) < idle
         });
     }
 }

@@ -9,10 +9,11 @@ use thiserror::Error;
 /// endpoint knows it (even on the client, odd on the server).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RpcId {
+    /// The id; even for RPCs this endpoint started as a client. (First, so
+    /// that ordering compares the cheap, almost always distinct part first.)
+    pub id: u64,
     /// The other end: the server for a client RPC, the client for a server RPC.
     pub peer: SocketAddr,
-    /// The id; even for RPCs this endpoint started as a client.
-    pub id: u64,
 }
 
 impl RpcId {
