@@ -39,6 +39,9 @@ const SPIN_BELOW: Duration = Duration::from_micros(30);
 /// Receive batches taken in one go before other work gets a turn.
 const RECV_ROUNDS: usize = 8;
 
+/// Packets on their way to the kernel; usually one or none, kept inline.
+type Output = smallvec::SmallVec<[Transmit; 2]>;
+
 /// A request delivered to a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -287,9 +290,10 @@ impl Endpoint {
         }
         let inner = &self.inner;
         let mut st = inner.lock();
-        let id = st.core.send_request(inner.now(), dest, request)?;
+        let now = inner.now();
+        let id = st.core.send_request(now, dest, request)?;
         st.outstanding.insert(id);
-        let out = inner.take_output(&mut st);
+        let out = inner.take_output(&mut st, now);
         drop(st);
         inner.send_out(out);
         Ok(id)
@@ -340,8 +344,9 @@ impl Endpoint {
         self.inner.check_open()?;
         let inner = &self.inner;
         let mut st = inner.lock();
-        st.core.reply(inner.now(), id, response)?;
-        let out = inner.take_output(&mut st);
+        let now = inner.now();
+        st.core.reply(now, id, response)?;
+        let out = inner.take_output(&mut st, now);
         drop(st);
         inner.send_out(out);
         Ok(())
@@ -440,10 +445,9 @@ impl Inner {
     /// Takes the core's packets that the pacer lets go now. They are sent
     /// with [`Inner::send_out`] after the lock is released, so the kernel's
     /// copying does not hold up other threads.
-    fn take_output(&self, st: &mut State) -> Vec<Transmit> {
-        let now = self.now();
+    fn take_output(&self, st: &mut State, now: Nanos) -> Output {
         let lower = self.sock.lower_header_bytes() as usize;
-        let mut out = Vec::new();
+        let mut out = Output::new();
         loop {
             let t = match st.held.take() {
                 Some(t) => t,
@@ -473,7 +477,7 @@ impl Inner {
     }
 
     /// Hands packets to the kernel, up to 64 per system call.
-    fn send_out(&self, out: Vec<Transmit>) {
+    fn send_out(&self, out: Output) {
         for chunk in out.chunks(64) {
             let dropped = self.sock.send(chunk);
             let s = &self.stats;
@@ -607,7 +611,7 @@ impl Inner {
             if drained && st.core.poll_timeout().is_some_and(|t| t <= now) {
                 st.core.handle_timeout(now);
             }
-            let out = self.take_output(&mut st);
+            let out = self.take_output(&mut st, now);
             let woke = self.dispatch(&mut st);
             drop(st);
             if woke {
