@@ -398,30 +398,10 @@ impl HomaSocket {
         }
         let mut names: Vec<SockAddr> = groups
             .iter()
-            .map(|&(first, _, _)| {
-                let dst = batch[first].dst;
-                match self.kind {
-                    Kind::Raw4 => SockAddr::from(SocketAddr::new(dst.ip(), 0)),
-                    _ => SockAddr::from(dst),
-                }
-            })
+            .map(|&(first, _, _)| self.dest_name(batch[first].dst))
             .collect();
         // Two iovecs a packet: header and message bytes, sent without copying.
-        let mut iovs: Vec<libc::iovec> = batch
-            .iter()
-            .flat_map(|t| {
-                [
-                    libc::iovec {
-                        iov_base: t.header.as_ptr() as *mut libc::c_void,
-                        iov_len: t.header.len(),
-                    },
-                    libc::iovec {
-                        iov_base: t.payload.as_ptr() as *mut libc::c_void,
-                        iov_len: t.payload.len(),
-                    },
-                ]
-            })
-            .collect();
+        let mut iovs: Vec<libc::iovec> = batch.iter().flat_map(iovecs).collect();
         let mut cmsgs: Vec<CmsgBuf> = vec![[0u64; 8]; groups.len()];
         let mut msgs: Vec<libc::mmsghdr> = Vec::with_capacity(groups.len());
         for (g, &(first, count, seg)) in groups.iter().enumerate() {
@@ -474,23 +454,20 @@ impl HomaSocket {
         unsent
     }
 
+    /// The kernel's destination for a packet to `dst` (raw sockets take no
+    /// port: the Homa port is in the Homa header).
+    fn dest_name(&self, dst: SocketAddr) -> SockAddr {
+        match self.kind {
+            Kind::Raw4 => SockAddr::from(SocketAddr::new(dst.ip(), 0)),
+            _ => SockAddr::from(dst),
+        }
+    }
+
     /// Sends one packet with `sendmsg`, everything on the stack: the common
     /// case of a short RPC, where allocations would show in the latency.
     fn send_one(&self, t: &Transmit) -> usize {
-        let name = match self.kind {
-            Kind::Raw4 => SockAddr::from(SocketAddr::new(t.dst.ip(), 0)),
-            _ => SockAddr::from(t.dst),
-        };
-        let mut iov = [
-            libc::iovec {
-                iov_base: t.header.as_ptr() as *mut libc::c_void,
-                iov_len: t.header.len(),
-            },
-            libc::iovec {
-                iov_base: t.payload.as_ptr() as *mut libc::c_void,
-                iov_len: t.payload.len(),
-            },
-        ];
+        let name = self.dest_name(t.dst);
+        let mut iov = iovecs(t);
         let mut cmsg: CmsgBuf = [0u64; 8];
         // SAFETY: all-zero is a valid msghdr; its pointers refer to locals
         // that outlive the sendmsg call, and the kernel only reads them.
@@ -593,6 +570,21 @@ fn bind_error(addr: SocketAddr, e: io::Error) -> Error {
         }
         _ => Error::Io(e),
     }
+}
+
+/// A packet as two iovecs, header and message bytes, so it is sent without
+/// being copied together first.
+fn iovecs(t: &Transmit) -> [libc::iovec; 2] {
+    [
+        libc::iovec {
+            iov_base: t.header.as_ptr() as *mut libc::c_void,
+            iov_len: t.header.len(),
+        },
+        libc::iovec {
+            iov_base: t.payload.as_ptr() as *mut libc::c_void,
+            iov_len: t.payload.len(),
+        },
+    ]
 }
 
 /// Reads errno after a failed receive: "nothing came" for the expected
