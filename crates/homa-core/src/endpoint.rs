@@ -281,6 +281,37 @@ impl Endpoint {
             && self.peers.values().all(|p| p.pending_acks.is_empty())
     }
 
+    /// Primes the receiver's record of incoming message sizes with `sizes`
+    /// and recomputes its priority allocation from them at once, by the same
+    /// rule as the periodic measurement. This is the equivalent of
+    /// configuring cutoffs for a known workload (Linux's `unsched_cutoffs`
+    /// setting; the thesis' implementation precomputed them too); the
+    /// periodic updates continue from this sample afterwards.
+    pub fn prime_size_sample(&mut self, sizes: &[u32]) {
+        for &s in sizes {
+            self.sampler.record(s);
+        }
+        if !sizes.is_empty() {
+            let new = PriorityPlan::from_sizes(
+                self.sampler.sizes(),
+                incast::unsched_limit(&self.config, u32::MAX, false),
+                self.config.num_priorities,
+            );
+            if new != self.plan {
+                self.plan = new;
+                self.plan_version = self.plan_version.wrapping_add(1).max(1);
+                self.metrics.cutoff_updates += 1;
+            }
+        }
+    }
+
+    /// True while some incoming message still needs grants: the receiver
+    /// could use more downlink bandwidth than it is getting. Simulators use
+    /// it to measure wasted bandwidth (idle downlink while this is true).
+    pub fn has_grantable_incoming(&self) -> bool {
+        !self.grantable.is_empty()
+    }
+
     /// Counters and gauges.
     pub fn metrics(&self) -> Metrics {
         let mut m = self.metrics.clone();
@@ -790,9 +821,14 @@ impl Endpoint {
     }
 
     /// Owes the server an ack for a finished client RPC; a full batch goes
-    /// out at once, smaller ones ride on requests or the next tick.
+    /// out at once, smaller ones ride on requests, or go in an ACK packet
+    /// once they have waited a whole tick.
     fn queue_ack(&mut self, now: Nanos, id: RpcId) {
+        let tick = self.tick;
         let p = self.peer(id.peer, now);
+        if p.pending_acks.is_empty() {
+            p.acks_pending_since = tick;
+        }
         p.pending_acks.push_back(id.id);
         if p.pending_acks.len() >= MAX_ACKS {
             self.flush_acks(id.peer, 0);
@@ -1044,10 +1080,15 @@ impl Endpoint {
             self.update_cutoffs();
         }
         self.check_rpcs(now);
+        // Acks owed for less than a full tick are left to ride on the next
+        // request to that server: flushing every peer's acks on every tick
+        // sends a burst of one ACK per peer that delays the host's short
+        // messages (found in the simulator at 144 hosts).
+        let tick = self.tick;
         let owed: Vec<SocketAddr> = self
             .peers
             .iter()
-            .filter(|(_, p)| !p.pending_acks.is_empty())
+            .filter(|(_, p)| !p.pending_acks.is_empty() && tick >= p.acks_pending_since + 2)
             .map(|(a, _)| *a)
             .collect();
         for peer in owed {

@@ -25,6 +25,9 @@ pub struct Peer {
     /// Client ids of finished RPCs whose server (this peer) has not been
     /// told yet.
     pub pending_acks: VecDeque<u64>,
+    /// Timer tick at which `pending_acks` last went from empty to
+    /// non-empty.
+    pub acks_pending_since: u64,
     /// Last time anything was heard from or sent to the peer.
     pub last_active: Nanos,
 }
@@ -40,6 +43,7 @@ impl Peer {
             last_resend_tick: None,
             resend_cursor: 0,
             pending_acks: VecDeque::new(),
+            acks_pending_since: 0,
             last_active: now,
         }
     }

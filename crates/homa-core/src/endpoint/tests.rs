@@ -176,7 +176,9 @@ fn messages_of_every_awkward_size_arrive_intact() {
             }
         }
         assert_eq!(delivered.as_deref(), Some(&req[..]), "len {len}");
-        // The client acks on its next tick; then nothing is left anywhere.
+        // The client acks once the ack has waited a whole tick; then
+        // nothing is left anywhere.
+        net.tick();
         net.tick();
         net.pump();
         for e in &net.eps {
@@ -472,6 +474,30 @@ fn receiver_recomputes_cutoffs_from_the_sizes_it_sees() {
     assert_eq!(net.eps[0].peers[&addr(1)].cutoffs, plan.cutoffs);
 }
 
+#[test]
+fn primed_size_sample_sets_cutoffs_at_once_and_senders_learn_them() {
+    let mut net = Net::new(2, Config::default());
+    // Small messages only: 7 unscheduled levels, 1 scheduled, without
+    // waiting for the periodic update.
+    let sizes: Vec<u32> = (0..1000).map(|i| 100 + (i % 10) * 100).collect();
+    net.eps[1].prime_size_sample(&sizes);
+    let (plan, version) = net.eps[1].cutoffs();
+    assert_eq!(plan.sched_levels, 1);
+    assert_eq!(version, 2);
+    assert_eq!(
+        plan,
+        PriorityPlan::from_sizes(&sizes, Config::default().unsched_bytes, 8)
+    );
+    // Priming with the same sample again changes nothing.
+    net.eps[1].prime_size_sample(&sizes);
+    assert_eq!(net.eps[1].cutoffs().1, 2);
+    net.eps[0]
+        .send_request(0, addr(1), payload(100, 0))
+        .unwrap();
+    net.pump();
+    assert_eq!(net.eps[0].peers[&addr(1)].cutoffs, plan.cutoffs);
+}
+
 // ---------------------------------------------------------------- sender SRPT
 
 #[test]
@@ -699,7 +725,8 @@ fn server_frees_rpc_after_ack_and_ignores_stale_duplicates() {
     assert_eq!(net.events(0).len(), 1);
     // The server still holds the response until acked.
     assert_eq!(net.eps[1].metrics().active_rpcs, 1);
-    net.tick(); // the client flushes its ack on its tick
+    net.tick();
+    net.tick(); // the ack has waited a whole tick: the client sends it
     net.pump();
     assert_eq!(net.eps[1].metrics().active_rpcs, 0);
     assert_eq!(net.eps[1].metrics().acks_received, 1);
@@ -774,6 +801,7 @@ fn ack_packets_carry_up_to_five_acks() {
         })
         .collect();
     assert_eq!(acks, vec![5]);
+    net.tick();
     net.tick();
     let sent = net.pump();
     assert!(sent
@@ -946,6 +974,7 @@ fn idle_peers_are_forgotten() {
     net.pump();
     net.serve(1, |_| Bytes::new());
     net.pump();
+    net.tick();
     net.tick();
     net.pump();
     for e in &mut net.eps {

@@ -1,0 +1,297 @@
+//! `homa-sim`: run simulated datacenter experiments with the Homa core.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use homa_sim::report::RunReport;
+use homa_sim::scenario::{ProtocolChoice, Scenario};
+use homa_sim::{output, plot, reproduce, search, sim};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+
+#[derive(Parser)]
+#[command(
+    name = "homa-sim",
+    version,
+    about = "Packet-level datacenter simulator driving the Homa protocol core"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// One run: prints a summary and writes JSON, CSV and a plot to --out.
+    Run(RunArgs),
+    /// Finds the highest load the network sustains, by bisection.
+    MaxLoad {
+        #[command(flatten)]
+        run: RunArgs,
+        /// Lowest load tried (must be sustained).
+        #[arg(long, default_value_t = 0.5)]
+        lo: f64,
+        /// Highest load tried.
+        #[arg(long, default_value_t = 1.0)]
+        hi: f64,
+        /// Bisection rounds.
+        #[arg(long, default_value_t = 5)]
+        steps: u32,
+        /// Delivered ÷ offered needed to call a load sustained.
+        #[arg(long, default_value_t = 0.98)]
+        threshold: f64,
+    },
+    /// Runs a published experiment set and writes a markdown report.
+    Reproduce {
+        /// Which set: "thesis".
+        which: String,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Messages per run (the default gives stable tails).
+        #[arg(long)]
+        messages: Option<u64>,
+        /// Fewer, shorter runs (a smoke test of the whole pipeline).
+        #[arg(long)]
+        quick: bool,
+        /// Runs at once (default: number of CPUs).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
+    /// Prints the derived network numbers (RTT, RTTbytes, unloaded latency).
+    Topology {
+        /// Scenario file.
+        #[arg(long)]
+        scenario: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Clone)]
+struct RunArgs {
+    /// TOML scenario file; the flags below override it.
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+    /// Transport: homa or pfabric.
+    #[arg(long)]
+    protocol: Option<String>,
+    /// Workload: w1..w5, thesis-w3, thesis-w5, fixed:N, or a CSV file.
+    #[arg(long)]
+    workload: Option<String>,
+    /// Offered load (fraction of host link bandwidth).
+    #[arg(long)]
+    load: Option<f64>,
+    /// Seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Messages to generate.
+    #[arg(long)]
+    messages: Option<u64>,
+    /// Homa priority levels (1..=8).
+    #[arg(long)]
+    priorities: Option<u8>,
+    /// Homa overcommitment (messages granted at once).
+    #[arg(long)]
+    overcommit: Option<u32>,
+    /// Label for reports.
+    #[arg(long)]
+    label: Option<String>,
+    /// Output directory (report.json, buckets.csv, summary.csv, slowdown.png).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn scenario_from(a: &RunArgs) -> Result<Scenario> {
+    let mut s = match &a.scenario {
+        Some(p) => Scenario::from_file(p)?,
+        None => Scenario::default(),
+    };
+    if let Some(p) = &a.protocol {
+        s.protocol = match p.as_str() {
+            "homa" => ProtocolChoice::Homa,
+            "pfabric" => ProtocolChoice::Pfabric,
+            other => bail!("unknown protocol {other:?}; use homa or pfabric"),
+        };
+    }
+    if let Some(w) = &a.workload {
+        s.traffic.workload = w.clone();
+    }
+    if let Some(l) = a.load {
+        s.traffic.load = l;
+    }
+    if let Some(v) = a.seed {
+        s.seed = v;
+    }
+    if let Some(v) = a.messages {
+        s.messages = v;
+    }
+    if let Some(v) = a.priorities {
+        s.homa.num_priorities = v;
+    }
+    if let Some(v) = a.overcommit {
+        s.homa.max_overcommit = Some(v);
+    }
+    if let Some(v) = &a.label {
+        s.label = v.clone();
+    }
+    s.validate()?;
+    Ok(s)
+}
+
+fn progress_bar(quiet: bool, what: &str) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(0);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{prefix} [{elapsed_precise}] {bar:40} {pos}/{len} messages, ETA {eta}",
+        )
+        .expect("valid template"),
+    );
+    pb.set_prefix(what.to_string());
+    pb
+}
+
+fn run_one(s: &Scenario, quiet: bool) -> Result<RunReport> {
+    let pb = progress_bar(
+        quiet,
+        &format!(
+            "{} {} {:.0}%",
+            s.protocol,
+            s.traffic.workload,
+            s.traffic.load * 100.0
+        ),
+    );
+    let mut cb = |done: u64, total: u64| {
+        pb.set_length(total);
+        pb.set_position(done);
+    };
+    let r = sim::run_scenario(s, Some(&mut cb))?;
+    pb.finish_and_clear();
+    Ok(r)
+}
+
+fn write_outputs(dir: &Path, reports: &[RunReport]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    output::write_json(&dir.join("report.json"), reports)?;
+    output::write_buckets_csv(&dir.join("buckets.csv"), reports)?;
+    output::write_summary_csv(&dir.join("summary.csv"), reports)?;
+    if let Some(first) = reports.first() {
+        let mut series = Vec::new();
+        for r in reports {
+            series.push(plot::spectrum_series(r, plot::Stat::P99));
+            series.push(plot::spectrum_series(r, plot::Stat::P50));
+        }
+        plot::slowdown_plot(
+            &dir.join("slowdown.png"),
+            &format!("Slowdown by message size, {}", first.workload),
+            "slowdown",
+            &series,
+            &plot::size_ticks(first, 10),
+        )?;
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(a) => {
+            let s = scenario_from(&a)?;
+            let r = run_one(&s, a.quiet)?;
+            print!("{}", output::summary_table(std::slice::from_ref(&r)));
+            if let Some(dir) = &a.out {
+                write_outputs(dir, std::slice::from_ref(&r))?;
+                println!("wrote {}", dir.display());
+            }
+        }
+        Command::MaxLoad {
+            run,
+            lo,
+            hi,
+            steps,
+            threshold,
+        } => {
+            let s = scenario_from(&run)?;
+            let res = search::max_sustainable_load(&s, lo, hi, steps, threshold, |sc| {
+                run_one(sc, run.quiet).map_err(|e| sim::SimError::Scenario(e.to_string()))
+            })?;
+            for p in &res.probes {
+                println!(
+                    "load {:.3}: offered {:.3} delivered {:.3} wasted {:.1}% -> {}",
+                    p.load,
+                    p.offered,
+                    p.delivered,
+                    p.wasted_bandwidth * 100.0,
+                    if p.sustained {
+                        "sustained"
+                    } else {
+                        "not sustained"
+                    }
+                );
+            }
+            println!(
+                "maximum sustainable load for {} on {}: {:.1}%",
+                s.protocol,
+                s.traffic.workload,
+                res.max_load * 100.0
+            );
+            if let Some(dir) = &run.out {
+                std::fs::create_dir_all(dir)?;
+                std::fs::write(
+                    dir.join("max_load.json"),
+                    serde_json::to_string_pretty(&res)?,
+                )?;
+            }
+        }
+        Command::Reproduce {
+            which,
+            out,
+            messages,
+            quick,
+            jobs,
+        } => {
+            if which != "thesis" {
+                bail!("unknown experiment set {which:?}; available: thesis");
+            }
+            let jobs =
+                jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            reproduce::thesis(
+                &out,
+                reproduce::Options {
+                    messages,
+                    quick,
+                    jobs,
+                },
+            )?;
+            println!("wrote {}", out.join("thesis.md").display());
+        }
+        Command::Topology { scenario } => {
+            let s = match scenario {
+                Some(p) => Scenario::from_file(&p)?,
+                None => Scenario::default(),
+            };
+            let t = homa_sim::topology::Topology::new(s.topology.clone())?;
+            println!(
+                "hosts: {} in {} racks, {} spines",
+                t.hosts, s.topology.racks, s.topology.spines
+            );
+            println!("RTT: {:.3} us", t.rtt() as f64 / 1e6);
+            println!("RTTbytes: {} message bytes", t.rtt_bytes());
+            for size in [100u64, 1_000, 1_424, 10_000, 100_000, 1_000_000] {
+                println!(
+                    "unloaded one-way latency of {size} B: {:.3} us (other rack), {:.3} us (same rack)",
+                    t.unloaded_latency(size, false) as f64 / 1e6,
+                    t.unloaded_latency(size, true) as f64 / 1e6
+                );
+            }
+        }
+    }
+    Ok(())
+}

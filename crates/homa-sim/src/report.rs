@@ -1,0 +1,116 @@
+//! The results of one run, as data. Writers for JSON, CSV, the stdout
+//! summary and plots live in [`crate::output`] and [`crate::plot`].
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Slowdown statistics of one group of messages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlowdownStats {
+    /// Messages in the group.
+    pub count: u64,
+    /// Mean slowdown.
+    pub mean: f64,
+    /// Median slowdown.
+    pub p50: f64,
+    /// 99th-percentile slowdown.
+    pub p99: f64,
+    /// Largest slowdown.
+    pub max: f64,
+}
+
+/// One bucket of the slowdown spectrum: messages sorted by size and cut
+/// into groups of equal count (the thesis' x-axis by size percentile).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    /// Where the bucket starts in the size order (0..1, fraction of
+    /// measured messages).
+    pub percentile_lo: f64,
+    /// Where it ends (0..1).
+    pub percentile_hi: f64,
+    /// Smallest message in the bucket (bytes).
+    pub size_lo: u64,
+    /// Largest message in the bucket (bytes).
+    pub size_hi: u64,
+    /// Slowdowns of its messages.
+    pub slowdown: SlowdownStats,
+}
+
+/// Queue occupancy of one group of switch egress ports (bytes waiting,
+/// not counting the packet being transmitted, as the thesis' Table 6.1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// Ports in the group.
+    pub ports: u32,
+    /// Time-averaged occupancy, averaged over the ports (bytes).
+    pub mean_bytes: f64,
+    /// Largest time-averaged occupancy of a single port (bytes).
+    pub max_port_mean_bytes: f64,
+    /// Largest occupancy seen on any port of the group (bytes).
+    pub peak_bytes: u64,
+    /// Fraction of the measurement window the ports spent transmitting.
+    pub utilization: f64,
+    /// Packets dropped because the buffer was full.
+    pub drops: u64,
+    /// Packets marked with ECN.
+    pub ecn_marks: u64,
+}
+
+/// Everything measured in one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Protocol name ("homa", "pfabric").
+    pub protocol: String,
+    /// Workload name ("w3", "fixed:1000", "incast").
+    pub workload: String,
+    /// Offered load as a fraction of host link bandwidth (see the README for
+    /// the exact definition).
+    pub load: f64,
+    /// Seed of the run.
+    pub seed: u64,
+    /// Free-form label of the variant ("8 priorities", "overcommit 2"),
+    /// used to tell runs apart in overlaid plots.
+    pub label: String,
+    /// Messages generated.
+    pub messages_generated: u64,
+    /// Messages measured (generated after the warm-up and completed).
+    pub messages_measured: u64,
+    /// Messages still incomplete when the run stopped.
+    pub messages_incomplete: u64,
+    /// Messages the transport gave up on.
+    pub messages_failed: u64,
+    /// Simulated time at the end (s).
+    pub sim_time_s: f64,
+    /// Length of the measurement window: from the first measured arrival to
+    /// the last arrival (s).
+    pub window_s: f64,
+    /// Offered load in the window, measured from the generated messages
+    /// (fraction of host link bandwidth).
+    pub offered_load: f64,
+    /// Message data delivered in the window, as wire bytes of minimal
+    /// packetization, as a fraction of host link bandwidth.
+    pub delivered_load: f64,
+    /// Bytes of all packets the hosts transmitted in the window (data,
+    /// control and retransmissions), as a fraction of host link bandwidth.
+    pub host_tx_load: f64,
+    /// Fraction of receiver downlink time wasted: idle while the receiver
+    /// had partially received messages it could have asked for.
+    pub wasted_bandwidth: f64,
+    /// Slowdown of all measured messages.
+    pub overall: SlowdownStats,
+    /// Slowdown of the shortest half of the measured messages.
+    pub short_half: SlowdownStats,
+    /// The slowdown spectrum, shortest messages first.
+    pub buckets: Vec<Bucket>,
+    /// Queue statistics by port kind ("host_nic", "tor_down", "tor_up",
+    /// "spine_down").
+    pub queues: BTreeMap<String, QueueStats>,
+    /// Transport counters summed over hosts.
+    pub counters: BTreeMap<String, u64>,
+    /// Events the simulator processed.
+    pub events: u64,
+    /// Wall-clock time of the run (s).
+    pub wall_time_s: f64,
+    /// Events per wall-clock second.
+    pub events_per_sec: f64,
+}

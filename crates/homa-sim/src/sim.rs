@@ -1,0 +1,828 @@
+//! The simulation: hosts running a transport, a leaf–spine network of
+//! egress ports, traffic generation, and measurement.
+
+use crate::engine::EventQueue;
+use crate::port::{Admit, Discipline, Port, Queued};
+use crate::report::{Bucket, QueueStats, RunReport, SlowdownStats};
+use crate::scenario::{Pattern, Scenario};
+use crate::topology::{tx_time, Next, PortKind, Topology, TopologyError, UplinkSelection};
+use crate::transport::{
+    HostEnv, HostId, Protocol, QueueDiscipline, SimPacket, Transport, TransportError,
+};
+use crate::workload::{PoissonArrivals, SizeDist, WorkloadError};
+use crate::Time;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// Bad topology.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// Bad workload.
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    /// The transport refused its configuration.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// Anything else about the scenario.
+    #[error("invalid scenario: {0}")]
+    Scenario(String),
+}
+
+/// Sizes in [`HostEnv::size_sample`].
+const SIZE_SAMPLE: usize = 10_000;
+
+/// Progress callback: (messages completed, messages to complete).
+pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
+
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    /// A port finished transmitting its current packet.
+    TxDone(u32),
+    /// A packet reaches an egress port's queue.
+    Enqueue { port: u32, pkt: u32 },
+    /// A packet reaches a host's transport.
+    Deliver { host: u32, pkt: u32 },
+    /// A host's transport timer.
+    Timer(u32),
+    /// The next Poisson arrival at a host.
+    Arrival(u32),
+    /// An incast round starts.
+    IncastRound(u32),
+}
+
+/// One generated message.
+#[derive(Debug, Clone, Copy)]
+struct Message {
+    size: u64,
+    start: Time,
+    end: Option<Time>,
+    same_rack: bool,
+}
+
+struct Host<T> {
+    transport: T,
+    /// Deadline the transport asked for.
+    timer_at: Option<Time>,
+    /// Earliest timer event in the queue.
+    timer_scheduled: Option<Time>,
+    /// Wasted-bandwidth bookkeeping: whether the downlink is idle while
+    /// the transport could use it, since when.
+    wasting: bool,
+    wasting_since: Time,
+    wasted: Time,
+}
+
+/// Packet storage: slots reused through a free list.
+struct Slab<B> {
+    slots: Vec<Option<SimPacket<B>>>,
+    free: Vec<u32>,
+}
+
+impl<B> Slab<B> {
+    fn insert(&mut self, p: SimPacket<B>) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.slots[i as usize] = Some(p);
+            i
+        } else {
+            self.slots.push(Some(p));
+            (self.slots.len() - 1) as u32
+        }
+    }
+    fn get(&self, i: u32) -> &SimPacket<B> {
+        self.slots[i as usize].as_ref().expect("live packet")
+    }
+    fn get_mut(&mut self, i: u32) -> &mut SimPacket<B> {
+        self.slots[i as usize].as_mut().expect("live packet")
+    }
+    fn remove(&mut self, i: u32) -> SimPacket<B> {
+        self.free.push(i);
+        self.slots[i as usize].take().expect("live packet")
+    }
+}
+
+/// A simulation in progress.
+pub struct Simulation<P: Protocol + Clone> {
+    scenario: Scenario,
+    protocol_name: &'static str,
+    protocol: P,
+    topo: Topology,
+    dist: SizeDist,
+    env: HostEnv,
+    events: EventQueue<Ev>,
+    hosts: Vec<Host<P::Host>>,
+    ports: Vec<Port>,
+    /// Per port: delay from end of transmission to the next queue.
+    hop_delay: Vec<Time>,
+    packets: Slab<<P::Host as Transport>::Body>,
+    rng: ChaCha8Rng,
+    arrivals: Option<PoissonArrivals>,
+    nic_limit: u64,
+    max_frame: u64,
+    messages: Vec<Message>,
+    in_flight: FxHashMap<(HostId, u64), u32>,
+    to_generate: u64,
+    warmup: u64,
+    completed: u64,
+    failed_to_start: u64,
+    window_start: Option<Time>,
+    window_end: Option<Time>,
+    /// Wire bytes of data packets of messages generated in the window.
+    offered_wire: u64,
+    /// Wire bytes of first-time data packets delivered in the window.
+    delivered_wire: u64,
+    window_snapshot: Option<WindowSnapshot>,
+}
+
+struct WindowSnapshot {
+    ports: Vec<crate::port::PortStats>,
+    wasted: Time,
+    offered_wire: u64,
+    delivered_wire: u64,
+}
+
+impl<P: Protocol + Clone> Simulation<P> {
+    /// Builds the network, the hosts and the traffic of `scenario`.
+    pub fn new(scenario: Scenario, protocol: &P) -> Result<Simulation<P>, SimError> {
+        scenario
+            .validate()
+            .map_err(|e| SimError::Scenario(e.to_string()))?;
+        let topo = Topology::new(scenario.topology.clone())?;
+        let mut dist = SizeDist::by_name(&scenario.traffic.workload)?;
+        if let Some(cap) = scenario.traffic.max_message {
+            dist = dist.capped(cap);
+        }
+        let pk = topo.config.packetization;
+        let env = HostEnv {
+            hosts: topo.hosts,
+            host_link_bps: topo.host_bps,
+            rtt: topo.rtt(),
+            rtt_bytes: topo.rtt_bytes(),
+            packetization: pk,
+            max_message: dist.max().max(1),
+            size_sample: {
+                let mut r = ChaCha8Rng::seed_from_u64(scenario.seed ^ 0x5A3B_1E5E_ED00_0001);
+                (0..SIZE_SAMPLE)
+                    .map(|_| dist.sample(&mut r).min(u32::MAX as u64) as u32)
+                    .collect()
+            },
+            seed: scenario.seed,
+        };
+        if topo.hosts < 2 {
+            return Err(SimError::Scenario("at least two hosts are needed".into()));
+        }
+        let (to_generate, arrivals) = match scenario.traffic.pattern {
+            Pattern::Poisson => {
+                let rate = PoissonArrivals::rate_for_load(
+                    scenario.traffic.load,
+                    topo.host_bps,
+                    dist.mean_wire_bytes(&pk)
+                        + dist
+                            .rows()
+                            .map(|(size, mass)| {
+                                protocol.message_overhead_bytes(size, &env) as f64 * mass
+                            })
+                            .sum::<f64>(),
+                );
+                (scenario.messages, Some(PoissonArrivals::new(rate)?))
+            }
+            Pattern::Incast => {
+                let i = &scenario.traffic.incast;
+                if i.senders >= topo.hosts {
+                    return Err(SimError::Scenario(format!(
+                        "incast.senders {} must be below the number of hosts {}",
+                        i.senders, topo.hosts
+                    )));
+                }
+                (i.senders as u64 * i.rounds as u64, None)
+            }
+        };
+        let queue = match (protocol.queue_discipline(), scenario.switch.priorities) {
+            (QueueDiscipline::Rank, _) => Discipline::Rank,
+            (QueueDiscipline::StrictPriority, true) => Discipline::StrictPriority,
+            (QueueDiscipline::StrictPriority, false) => Discipline::Fifo,
+        };
+        let buffer = scenario
+            .switch
+            .buffer_bytes
+            .or_else(|| protocol.default_buffer_bytes(&env));
+        let mut ports = Vec::with_capacity(topo.num_ports());
+        let mut hop_delay = Vec::with_capacity(topo.num_ports());
+        for (kind, bps, next) in topo.ports() {
+            let (d, b, e) = if kind == PortKind::HostNic {
+                (Discipline::Fifo, None, None)
+            } else {
+                (queue, buffer, scenario.switch.ecn_threshold_bytes)
+            };
+            ports.push(Port::new(kind, bps, next, d, b, e));
+            hop_delay.push(topo.hop_delay(kind));
+        }
+        let mut hosts = Vec::with_capacity(topo.hosts as usize);
+        for h in 0..topo.hosts {
+            hosts.push(Host {
+                transport: protocol.build_host(h, &env)?,
+                timer_at: None,
+                timer_scheduled: None,
+                wasting: false,
+                wasting_since: 0,
+                wasted: 0,
+            });
+        }
+        let max_frame = pk.max_frame() as u64;
+        let warmup = (to_generate as f64 * scenario.warmup_fraction) as u64;
+        Ok(Simulation {
+            protocol_name: protocol.name(),
+            protocol: protocol.clone(),
+            nic_limit: (scenario.nic_queue_packets * max_frame as f64).round() as u64,
+            max_frame,
+            rng: ChaCha8Rng::seed_from_u64(scenario.seed),
+            scenario,
+            topo,
+            dist,
+            env,
+            events: EventQueue::new(),
+            hosts,
+            ports,
+            hop_delay,
+            packets: Slab {
+                slots: Vec::new(),
+                free: Vec::new(),
+            },
+            arrivals,
+            messages: Vec::with_capacity(to_generate.min(1 << 24) as usize),
+            in_flight: FxHashMap::default(),
+            to_generate,
+            warmup,
+            completed: 0,
+            failed_to_start: 0,
+            window_start: None,
+            window_end: None,
+            offered_wire: 0,
+            delivered_wire: 0,
+            window_snapshot: None,
+        })
+    }
+
+    /// The derived network facts the transports were built with.
+    pub fn env(&self) -> &HostEnv {
+        &self.env
+    }
+
+    /// The topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// The transport of host `h`.
+    pub fn transport(&self, h: HostId) -> &P::Host {
+        &self.hosts[h as usize].transport
+    }
+
+    /// Starts a message now from `src` to `dst`, outside the scenario's
+    /// traffic (used by tests). Returns its index.
+    pub fn inject(&mut self, at: Time, src: HostId, dst: HostId, size: u64) -> usize {
+        let now = self.events.now().max(at);
+        self.start_message(now, src, dst, size);
+        self.messages.len() - 1
+    }
+
+    /// Completion time of message `i`, if it has completed.
+    pub fn completion_time(&self, i: usize) -> Option<Time> {
+        let m = self.messages.get(i)?;
+        m.end.map(|e| e - m.start)
+    }
+
+    /// Runs until every generated message has completed or the drain limit
+    /// passes, then reports.
+    pub fn run(mut self, mut progress: Option<Progress<'_>>) -> RunReport {
+        let wall = Instant::now();
+        match self.scenario.traffic.pattern {
+            Pattern::Poisson => {
+                for h in 0..self.topo.hosts {
+                    let gap = self.next_gap();
+                    self.events.schedule(gap, Ev::Arrival(h));
+                }
+            }
+            Pattern::Incast => self.events.schedule(0, Ev::IncastRound(0)),
+        }
+        if self.warmup == 0 {
+            self.open_window(0);
+        }
+        let mut deadline = Time::MAX;
+        let mut next_progress = 0;
+        while let Some((now, ev)) = self.events.pop() {
+            if now > deadline {
+                break;
+            }
+            self.dispatch(now, ev);
+            if self.window_end.is_some() && deadline == Time::MAX {
+                let end = self.window_end.unwrap_or(now);
+                let span = end - self.window_start.unwrap_or(0);
+                // Stragglers: the drain share of the window, plus time for
+                // the largest message to cross an empty link a few times.
+                let pk = &self.topo.config.packetization;
+                let largest = pk.message_wire_bytes(self.dist.max());
+                let largest_time =
+                    (largest as u128 * 8 * 1_000_000_000_000 / self.topo.host_bps as u128) as Time;
+                deadline = end
+                    + (span as f64 * self.scenario.drain_factor) as Time
+                    + 4 * largest_time
+                    + 10_000_000_000;
+            }
+            if self.generated() == self.to_generate
+                && self.completed + self.failed_to_start == self.to_generate
+            {
+                break;
+            }
+            if let Some(p) = progress.as_mut() {
+                if self.events.processed() >= next_progress {
+                    next_progress = self.events.processed() + (1 << 16);
+                    p(self.completed, self.to_generate);
+                }
+            }
+        }
+        if let Some(p) = progress.as_mut() {
+            p(self.completed, self.to_generate);
+        }
+        let now = self.events.now();
+        if self.window_snapshot.is_none() {
+            self.close_window(now);
+        }
+        self.report(wall.elapsed().as_secs_f64())
+    }
+
+    /// Runs until simulated time `until` (for tests that inject messages).
+    pub fn run_until(&mut self, until: Time) {
+        while let Some(t) = self.events.peek_time() {
+            if t > until {
+                break;
+            }
+            let (now, ev) = self.events.pop().expect("peeked");
+            self.dispatch(now, ev);
+        }
+    }
+
+    fn generated(&self) -> u64 {
+        self.messages.len() as u64
+    }
+
+    fn next_gap(&mut self) -> Time {
+        match self.arrivals.as_mut() {
+            Some(a) => a.next_gap_ps(&mut self.rng),
+            None => Time::MAX,
+        }
+    }
+
+    fn dispatch(&mut self, now: Time, ev: Ev) {
+        match ev {
+            Ev::TxDone(p) => self.tx_done(now, p),
+            Ev::Enqueue { port, pkt } => self.enqueue(now, port, pkt),
+            Ev::Deliver { host, pkt } => {
+                let packet = self.packets.remove(pkt);
+                if self.window_start.is_some() && self.window_end.is_none() {
+                    let m = &packet.meta;
+                    if m.payload_bytes > 0 && !m.retransmit {
+                        self.delivered_wire += m.wire_bytes as u64;
+                    }
+                }
+                self.hosts[host as usize].transport.receive(now, packet);
+                self.service(now, host);
+            }
+            Ev::Timer(h) => {
+                let host = &mut self.hosts[h as usize];
+                if host.timer_scheduled == Some(now) {
+                    host.timer_scheduled = None;
+                }
+                if host.timer_at.is_some_and(|t| t <= now) {
+                    host.timer_at = None;
+                    host.transport.on_timeout(now);
+                }
+                self.service(now, h);
+            }
+            Ev::Arrival(h) => {
+                if self.generated() < self.to_generate {
+                    let size = self.dist.sample(&mut self.rng);
+                    let mut dst = self.rng.gen_range(0..self.topo.hosts - 1);
+                    if dst >= h {
+                        dst += 1;
+                    }
+                    self.start_message(now, h, dst, size);
+                    if self.generated() < self.to_generate {
+                        let gap = self.next_gap();
+                        self.events
+                            .schedule(now.saturating_add(gap), Ev::Arrival(h));
+                    }
+                }
+            }
+            Ev::IncastRound(r) => {
+                let i = self.scenario.traffic.incast.clone();
+                for s in 1..=i.senders {
+                    let size = self.dist.sample(&mut self.rng);
+                    self.start_message(now, s, 0, size);
+                }
+                if r + 1 < i.rounds {
+                    let next = now + crate::topology::ns(i.interval_us * 1000.0);
+                    self.events.schedule(next, Ev::IncastRound(r + 1));
+                }
+            }
+        }
+    }
+
+    fn start_message(&mut self, now: Time, src: HostId, dst: HostId, size: u64) {
+        let idx = self.messages.len() as u32;
+        self.messages.push(Message {
+            size,
+            start: now,
+            end: None,
+            same_rack: self.topo.rack_of(src) == self.topo.rack_of(dst),
+        });
+        let n = self.generated();
+        if n == self.warmup + 1 && self.window_start.is_none() {
+            self.open_window(now);
+        }
+        if self.window_start.is_some() && self.window_end.is_none() {
+            self.offered_wire +=
+                self.topo.config.packetization.message_wire_bytes(size) + self.overhead(size);
+        }
+        match self.hosts[src as usize]
+            .transport
+            .start_message(now, dst, size)
+        {
+            Ok(key) => {
+                self.in_flight.insert((src, key), idx);
+            }
+            Err(e) => {
+                tracing::warn!(%e, "message not started");
+                self.failed_to_start += 1;
+            }
+        }
+        if n == self.to_generate {
+            self.close_window(now);
+        }
+        self.service(now, src);
+    }
+
+    fn overhead(&self, size: u64) -> u64 {
+        self.protocol.message_overhead_bytes(size, &self.env)
+    }
+
+    fn open_window(&mut self, now: Time) {
+        self.window_start = Some(now);
+        for p in &mut self.ports {
+            p.reset_stats(now);
+        }
+        for h in &mut self.hosts {
+            h.wasted = 0;
+            h.wasting_since = now;
+        }
+        self.offered_wire = 0;
+        self.delivered_wire = 0;
+    }
+
+    fn close_window(&mut self, now: Time) {
+        if self.window_start.is_none() {
+            self.open_window(now);
+        }
+        self.window_end = Some(now);
+        let wasted = self
+            .hosts
+            .iter()
+            .map(|h| h.wasted + if h.wasting { now - h.wasting_since } else { 0 })
+            .sum();
+        self.window_snapshot = Some(WindowSnapshot {
+            ports: self.ports.iter_mut().map(|p| p.stats(now)).collect(),
+            wasted,
+            offered_wire: self.offered_wire,
+            delivered_wire: self.delivered_wire,
+        });
+    }
+
+    /// After anything touched host `h`'s transport: collect deliveries, feed
+    /// the NIC, rearm the timer, update the wasted-bandwidth state.
+    fn service(&mut self, now: Time, h: HostId) {
+        while let Some(d) = self.hosts[h as usize].transport.poll_delivered() {
+            if let Some(idx) = self.in_flight.remove(&(d.src, d.key)) {
+                let m = &mut self.messages[idx as usize];
+                if m.end.is_none() {
+                    m.end = Some(now);
+                    self.completed += 1;
+                }
+            }
+        }
+        self.fill_nic(now, h);
+        let host = &mut self.hosts[h as usize];
+        let t = host.transport.next_timeout();
+        host.timer_at = t;
+        if let Some(t) = t {
+            if host.timer_scheduled.is_none_or(|s| t < s) {
+                host.timer_scheduled = Some(t);
+                self.events.schedule(t, Ev::Timer(h));
+            }
+        }
+        self.update_waste(now, h);
+    }
+
+    fn update_waste(&mut self, now: Time, h: HostId) {
+        let idle = !self.ports[self.topo.tor_down(h)].is_busy();
+        let host = &mut self.hosts[h as usize];
+        let wasting = idle && host.transport.has_grantable_incoming();
+        if wasting != host.wasting {
+            if host.wasting {
+                host.wasted += now - host.wasting_since;
+            }
+            host.wasting = wasting;
+            host.wasting_since = now;
+        }
+    }
+
+    fn fill_nic(&mut self, now: Time, h: HostId) {
+        let pi = self.topo.host_nic(h);
+        loop {
+            let port = &self.ports[pi];
+            let outstanding = port.queued_bytes() + port.on_wire.map_or(0, |q| q.bytes as u64);
+            if outstanding + self.max_frame > self.nic_limit.max(self.max_frame) && outstanding > 0
+            {
+                break;
+            }
+            let Some(pkt) = self.hosts[h as usize].transport.poll_transmit(now) else {
+                break;
+            };
+            let q = Queued {
+                idx: 0,
+                bytes: pkt.meta.wire_bytes,
+                priority: pkt.meta.priority,
+                rank: pkt.meta.rank,
+            };
+            let idx = self.packets.insert(pkt);
+            self.admit(now, pi, Queued { idx, ..q });
+        }
+    }
+
+    fn admit(&mut self, now: Time, pi: usize, q: Queued) {
+        let port = &mut self.ports[pi];
+        match port.admit(now, q) {
+            Admit::Queued { ecn } => {
+                if ecn {
+                    self.packets.get_mut(q.idx).meta.ecn = true;
+                }
+            }
+            Admit::Dropped => {
+                self.packets.remove(q.idx);
+            }
+        }
+        for d in port.take_dropped() {
+            self.packets.remove(d);
+        }
+        self.start_port(now, pi);
+    }
+
+    fn start_port(&mut self, now: Time, pi: usize) {
+        let port = &mut self.ports[pi];
+        if let Some(q) = port.start_next(now) {
+            let done = now + tx_time(q.bytes, port.bps);
+            self.events.schedule(done, Ev::TxDone(pi as u32));
+            if port.kind == PortKind::TorDown {
+                let h = pi as u32 - self.topo.hosts;
+                self.update_waste(now, h);
+            }
+        }
+    }
+
+    fn enqueue(&mut self, now: Time, port: u32, pkt: u32) {
+        let m = self.packets.get(pkt).meta;
+        let q = Queued {
+            idx: pkt,
+            bytes: m.wire_bytes,
+            priority: m.priority,
+            rank: m.rank,
+        };
+        self.admit(now, port as usize, q);
+    }
+
+    fn tx_done(&mut self, now: Time, pi: u32) {
+        let pi = pi as usize;
+        let Some(q) = self.ports[pi].finish(now) else {
+            return;
+        };
+        let at = now + self.hop_delay[pi];
+        let dst = self.packets.get(q.idx).meta.dst;
+        let kind = self.ports[pi].kind;
+        match self.ports[pi].next {
+            Next::Host(h) => self.events.schedule(
+                at,
+                Ev::Deliver {
+                    host: h,
+                    pkt: q.idx,
+                },
+            ),
+            Next::Tor(r) => {
+                let out = if self.topo.rack_of(dst) == r {
+                    self.topo.tor_down(dst)
+                } else {
+                    let spines = self.topo.config.spines;
+                    let s = match self.topo.config.uplink_selection {
+                        UplinkSelection::Spray => self.rng.gen_range(0..spines),
+                        UplinkSelection::Hash => {
+                            let f = self.packets.get(q.idx).meta.flow;
+                            (mix(f ^ r as u64) % spines as u64) as u32
+                        }
+                    };
+                    self.topo.tor_up(r, s)
+                };
+                self.events.schedule(
+                    at,
+                    Ev::Enqueue {
+                        port: out as u32,
+                        pkt: q.idx,
+                    },
+                );
+            }
+            Next::Spine(s) => {
+                let out = self.topo.spine_down(s, self.topo.rack_of(dst));
+                self.events.schedule(
+                    at,
+                    Ev::Enqueue {
+                        port: out as u32,
+                        pkt: q.idx,
+                    },
+                );
+            }
+        }
+        self.start_port(now, pi);
+        match kind {
+            PortKind::HostNic => {
+                let h = pi as u32;
+                self.fill_nic(now, h);
+                // The transport may have sent; its timer and waste state
+                // are unchanged by a send, so no full service is needed.
+            }
+            PortKind::TorDown => {
+                let h = pi as u32 - self.topo.hosts;
+                self.update_waste(now, h);
+            }
+            _ => {}
+        }
+    }
+
+    fn report(mut self, wall_s: f64) -> RunReport {
+        let now = self.events.now();
+        let snap = self.window_snapshot.take().expect("window closed");
+        let start = self.window_start.unwrap_or(0);
+        let end = self.window_end.unwrap_or(now);
+        let span = end.saturating_sub(start).max(1);
+        let span_s = span as f64 * 1e-12;
+        let capacity = self.topo.hosts as f64 * self.topo.host_bps as f64 / 8.0 * span_s;
+
+        // Slowdowns of measured messages, ordered by size.
+        let mut memo: FxHashMap<(u64, bool), Time> = FxHashMap::default();
+        let mut measured: Vec<(u64, u32, f64)> = Vec::new();
+        let mut incomplete = 0;
+        for (i, m) in self.messages.iter().enumerate() {
+            let Some(e) = m.end else {
+                incomplete += 1;
+                continue;
+            };
+            if (i as u64) < self.warmup {
+                continue;
+            }
+            let min = *memo
+                .entry((m.size, m.same_rack))
+                .or_insert_with(|| self.topo.unloaded_latency(m.size, m.same_rack));
+            measured.push((m.size, i as u32, (e - m.start) as f64 / min as f64));
+        }
+        measured.sort_by_key(|a| (a.0, a.1));
+        let n = measured.len();
+        let k = self.scenario.buckets.min(n.max(1));
+        let mut buckets = Vec::with_capacity(k);
+        for b in 0..k {
+            let lo = b * n / k;
+            let hi = (b + 1) * n / k;
+            if hi <= lo {
+                continue;
+            }
+            let slice = &measured[lo..hi];
+            buckets.push(Bucket {
+                percentile_lo: lo as f64 / n as f64,
+                percentile_hi: hi as f64 / n as f64,
+                size_lo: slice[0].0,
+                size_hi: slice[slice.len() - 1].0,
+                slowdown: stats(slice.iter().map(|x| x.2)),
+            });
+        }
+        let overall = stats(measured.iter().map(|x| x.2));
+        let short_half = stats(measured[..n / 2].iter().map(|x| x.2));
+
+        let mut queues: BTreeMap<String, QueueStats> = BTreeMap::new();
+        for (port, st) in self.ports.iter().zip(&snap.ports) {
+            let name = match port.kind {
+                PortKind::HostNic => "host_nic",
+                PortKind::TorDown => "tor_down",
+                PortKind::TorUp => "tor_up",
+                PortKind::SpineDown => "spine_down",
+            };
+            let q = queues.entry(name.to_string()).or_default();
+            q.ports += 1;
+            q.mean_bytes += st.mean_bytes;
+            q.max_port_mean_bytes = q.max_port_mean_bytes.max(st.mean_bytes);
+            q.peak_bytes = q.peak_bytes.max(st.peak_bytes);
+            q.utilization += st.utilization;
+            q.drops += st.drops;
+            q.ecn_marks += st.ecn_marks;
+        }
+        for q in queues.values_mut() {
+            q.mean_bytes /= q.ports.max(1) as f64;
+            q.utilization /= q.ports.max(1) as f64;
+        }
+        let host_tx: u64 = self
+            .ports
+            .iter()
+            .zip(&snap.ports)
+            .filter(|(p, _)| p.kind == PortKind::HostNic)
+            .map(|(_, s)| s.tx_bytes)
+            .sum();
+        let mut counters: BTreeMap<String, u64> = BTreeMap::new();
+        for h in &self.hosts {
+            for (name, v) in h.transport.counters() {
+                *counters.entry(name.to_string()).or_default() += v;
+            }
+        }
+        counters.insert("messages_not_started".into(), self.failed_to_start);
+        let events = self.events.processed();
+        RunReport {
+            protocol: self.protocol_name.to_string(),
+            workload: self.dist.name().to_string(),
+            load: self.scenario.traffic.load,
+            seed: self.scenario.seed,
+            label: self.scenario.label.clone(),
+            messages_generated: self.generated(),
+            messages_measured: n as u64,
+            messages_incomplete: incomplete,
+            messages_failed: counters.get("rpcs_failed").copied().unwrap_or(0)
+                + self.failed_to_start,
+            sim_time_s: now as f64 * 1e-12,
+            window_s: span_s,
+            offered_load: snap.offered_wire as f64 / capacity,
+            delivered_load: snap.delivered_wire as f64 / capacity,
+            host_tx_load: host_tx as f64 / capacity,
+            wasted_bandwidth: snap.wasted as f64 / (span as f64 * self.topo.hosts as f64),
+            overall,
+            short_half,
+            buckets,
+            queues,
+            counters,
+            events,
+            wall_time_s: wall_s,
+            events_per_sec: events as f64 / wall_s.max(1e-9),
+        }
+    }
+}
+
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+/// Mean, median, 99th percentile (nearest rank) and maximum.
+fn stats(values: impl Iterator<Item = f64>) -> SlowdownStats {
+    let mut v: Vec<f64> = values.collect();
+    if v.is_empty() {
+        return SlowdownStats::default();
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let rank = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    SlowdownStats {
+        count: v.len() as u64,
+        mean: v.iter().sum::<f64>() / v.len() as f64,
+        p50: rank(0.5),
+        p99: rank(0.99),
+        max: v[v.len() - 1],
+    }
+}
+
+/// Builds and runs `scenario` with the protocol it names.
+pub fn run_scenario(
+    scenario: &Scenario,
+    progress: Option<Progress<'_>>,
+) -> Result<RunReport, SimError> {
+    use crate::scenario::ProtocolChoice;
+    match scenario.protocol {
+        ProtocolChoice::Homa => {
+            let p = crate::homa::Homa::new(scenario.homa.clone());
+            Ok(Simulation::new(scenario.clone(), &p)?.run(progress))
+        }
+        ProtocolChoice::Pfabric => {
+            let p = crate::pfabric::PFabric {
+                config: scenario.pfabric.clone(),
+            };
+            Ok(Simulation::new(scenario.clone(), &p)?.run(progress))
+        }
+    }
+}
