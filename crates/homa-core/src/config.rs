@@ -123,7 +123,8 @@ pub(crate) const RPC_MEMORY_CHARGE: u64 = 512;
 impl Config {
     /// Defaults for a host link of `link_mbps` and a round trip of `rtt_ns`:
     /// unscheduled bytes and grant window are one bandwidth-delay product,
-    /// and `max_incoming` allows that much for each overcommitted message.
+    /// grants go out in eighths of it, and `max_incoming` allows a window
+    /// for each overcommitted message.
     pub fn for_link(link_mbps: u64, rtt_ns: u64) -> Config {
         let base = Config::default();
         let bdp = (link_mbps as u128 * rtt_ns as u128 / 8_000).clamp(1, u32::MAX as u128) as u32;
@@ -132,6 +133,10 @@ impl Config {
             rtt_ns,
             unsched_bytes: bdp,
             grant_window: bdp,
+            // A grant is only worth sending once it adds this much; with
+            // the window at one BDP, anything close to the window would
+            // leave the link idle while the grant makes its round trip.
+            grant_increment: (bdp / 8).clamp(1, base.grant_increment),
             max_incoming: bdp.saturating_mul(base.max_overcommit + 2),
             ..base
         }

@@ -39,6 +39,9 @@ pub struct HomaConfig {
     pub unsched_bytes: Option<u32>,
     /// Granted-but-unreceived bytes per active message; `None` = RTTbytes.
     pub grant_window: Option<u32>,
+    /// Smallest grant worth sending; `None` = one full packet, so grants
+    /// are clocked by arriving packets as in the thesis.
+    pub grant_increment: Option<u32>,
     /// Share of grants (‰) for the oldest message; `None` = core default.
     pub fifo_grant_fraction: Option<u32>,
     /// Share of sent packets (‰) from the oldest message; `None` = core
@@ -62,6 +65,7 @@ impl Default for HomaConfig {
             max_overcommit: None,
             unsched_bytes: None,
             grant_window: None,
+            grant_increment: None,
             fifo_grant_fraction: None,
             pacer_fifo_fraction: None,
             cutoffs: CutoffSource::Workload,
@@ -99,6 +103,9 @@ impl HomaConfig {
         }
         c.unsched_bytes = self.unsched_bytes.unwrap_or(rtt_bytes);
         c.grant_window = self.grant_window.unwrap_or(rtt_bytes);
+        c.grant_increment = self
+            .grant_increment
+            .unwrap_or_else(|| c.max_payload().min(c.grant_window));
         c.max_incoming = c.grant_window.saturating_mul(c.max_overcommit + 2);
         if let Some(v) = self.fifo_grant_fraction {
             c.fifo_grant_fraction = v;
@@ -150,12 +157,10 @@ impl Protocol for Homa {
     }
 
     fn message_overhead_bytes(&self, _size: u64, env: &HostEnv) -> u64 {
-        // The empty response that completes the RPC, and the ACK that lets
-        // the server forget it.
+        // The empty response that completes the RPC. (The ack that lets the
+        // server forget it nearly always rides on a later request.)
         let p = &env.packetization;
-        let response = p.frame_bytes(PacketType::Data.header_len() as u32);
-        let ack = p.frame_bytes(PacketType::Ack.header_len() as u32);
-        (response + ack) as u64
+        p.frame_bytes(PacketType::Data.header_len() as u32) as u64
     }
 
     fn build_host(&self, id: HostId, env: &HostEnv) -> Result<HomaHost, TransportError> {
@@ -328,6 +333,10 @@ impl Transport for HomaHost {
 
     fn poll_delivered(&mut self) -> Option<Delivered> {
         self.delivered.pop_front()
+    }
+
+    fn duplicate_payload_bytes(&self) -> u64 {
+        self.ep.metrics().duplicate_data_bytes
     }
 
     fn has_grantable_incoming(&self) -> bool {

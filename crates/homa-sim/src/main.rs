@@ -224,7 +224,7 @@ fn main() -> Result<()> {
             })?;
             for p in &res.probes {
                 println!(
-                    "load {:.3}: offered {:.3} delivered {:.3} wasted {:.1}% -> {}",
+                    "load {:.3}: offered {:.3}, late completed/generated {:.3}, wasted {:.1}% -> {}",
                     p.load,
                     p.offered,
                     p.delivered,

@@ -302,6 +302,7 @@ struct Counters {
     duplicate_acks_received: u64,
     data_packets_received: u64,
     duplicate_packets_received: u64,
+    duplicate_payload_bytes: u64,
 }
 
 /// A set of packet numbers `0..n`: one inline word for messages of up to 64
@@ -647,9 +648,14 @@ impl PFabricHost {
             0,
             PfBody::Ack { key, seq },
         ));
+        let max_payload = self.pk.max_payload() as u64;
+        let len = msg_size
+            .saturating_sub(seq as u64 * max_payload)
+            .min(max_payload);
         let done = self.completed.entry(src).or_default();
         if done.contains(index) {
             self.counters.duplicate_packets_received += 1;
+            self.counters.duplicate_payload_bytes += len;
             return;
         }
         let packets = self.pk.packets(msg_size).min(u32::MAX as u64) as u32;
@@ -666,6 +672,7 @@ impl PFabricHost {
             });
             if !msg.got.insert(seq) {
                 self.counters.duplicate_packets_received += 1;
+                self.counters.duplicate_payload_bytes += len;
                 return;
             }
             msg.received += 1;
@@ -901,6 +908,10 @@ impl Transport for PFabricHost {
 
     fn poll_delivered(&mut self) -> Option<Delivered> {
         self.delivered.pop_front()
+    }
+
+    fn duplicate_payload_bytes(&self) -> u64 {
+        self.counters.duplicate_payload_bytes
     }
 
     fn has_grantable_incoming(&self) -> bool {

@@ -90,6 +90,13 @@ pub struct RunReport {
     /// Message data delivered in the window, as wire bytes of minimal
     /// packetization, as a fraction of host link bandwidth.
     pub delivered_load: f64,
+    /// Distinct message bytes received in the window ÷ message bytes
+    /// generated in it.
+    pub delivered_ratio: f64,
+    /// The same over the second half of the window (by message count),
+    /// after the backlog has settled; below 1 by more than noise means the
+    /// load is not sustained.
+    pub late_delivered_ratio: f64,
     /// Bytes of all packets the hosts transmitted in the window (data,
     /// control and retransmissions), as a fraction of host link bandwidth.
     pub host_tx_load: f64,

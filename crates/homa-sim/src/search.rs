@@ -2,11 +2,13 @@
 //! network delivers, found by bisection.
 //!
 //! Traffic is open-loop, so above capacity the backlog grows for as long as
-//! messages keep arriving. A load counts as sustained when the message data
-//! delivered during the measurement window is at least `threshold` (default
-//! 0.98) of the data offered in it; at an offered load `L` above the true
-//! capacity `C` the ratio tends to `C / L`, so the search can overshoot `C`
-//! by at most a factor `1 / threshold`, plus the bisection's step.
+//! messages keep arriving. A load counts as sustained when, over the second
+//! half of the measurement window (so that the backlog a stable network
+//! carries has built up already), the messages completed carry at least
+//! `threshold` (default 0.98) of the data of the messages generated. At an
+//! offered load `L` above the true capacity `C` the ratio tends to `C / L`,
+//! so the search can overshoot `C` by at most a factor `1 / threshold`, plus
+//! the bisection's step.
 
 use crate::report::RunReport;
 use crate::scenario::Scenario;
@@ -20,9 +22,9 @@ pub struct LoadProbe {
     pub load: f64,
     /// Offered load measured in the window.
     pub offered: f64,
-    /// Delivered load in the window.
+    /// Completed ÷ generated message data over the late window.
     pub delivered: f64,
-    /// delivered ≥ threshold × offered.
+    /// delivered ≥ threshold.
     pub sustained: bool,
     /// Wasted downlink bandwidth.
     pub wasted_bandwidth: f64,
@@ -39,7 +41,7 @@ pub struct SearchResult {
 
 /// Whether a run's window delivered what it was offered.
 pub fn sustained(r: &RunReport, threshold: f64) -> bool {
-    r.offered_load > 0.0 && r.delivered_load >= threshold * r.offered_load
+    r.offered_load > 0.0 && r.late_delivered_ratio >= threshold
 }
 
 /// Bisects the load between `lo` and `hi` for `steps` rounds, running
@@ -61,7 +63,7 @@ pub fn max_sustainable_load(
         probes.push(LoadProbe {
             load,
             offered: r.offered_load,
-            delivered: r.delivered_load,
+            delivered: r.late_delivered_ratio,
             sustained: ok,
             wasted_bandwidth: r.wasted_bandwidth,
         });

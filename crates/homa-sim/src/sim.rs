@@ -137,6 +137,14 @@ pub struct Simulation<P: Protocol + Clone> {
     /// Wire bytes of first-time data packets delivered in the window.
     delivered_wire: u64,
     window_snapshot: Option<WindowSnapshot>,
+    /// Message bytes generated since the window opened, and (generated,
+    /// distinct bytes received) at the window's midpoint (by count).
+    offered_data: u64,
+    mid: Option<(u64, u64)>,
+    /// Message bytes received in data packets, duplicates included.
+    payload_received: u64,
+    /// `unique_received()` when the window opened.
+    window_base: u64,
 }
 
 struct WindowSnapshot {
@@ -144,6 +152,8 @@ struct WindowSnapshot {
     wasted: Time,
     offered_wire: u64,
     delivered_wire: u64,
+    offered_data: u64,
+    completed_data: u64,
 }
 
 impl<P: Protocol + Clone> Simulation<P> {
@@ -265,6 +275,10 @@ impl<P: Protocol + Clone> Simulation<P> {
             offered_wire: 0,
             delivered_wire: 0,
             window_snapshot: None,
+            offered_data: 0,
+            mid: None,
+            payload_received: 0,
+            window_base: 0,
         })
     }
 
@@ -286,6 +300,9 @@ impl<P: Protocol + Clone> Simulation<P> {
     /// Starts a message now from `src` to `dst`, outside the scenario's
     /// traffic (used by tests). Returns its index.
     pub fn inject(&mut self, at: Time, src: HostId, dst: HostId, size: u64) -> usize {
+        // Everything due before `at` happens first, so no transport sees
+        // time go backwards.
+        self.run_until(at);
         let now = self.events.now().max(at);
         self.start_message(now, src, dst, size);
         self.messages.len() - 1
@@ -390,6 +407,9 @@ impl<P: Protocol + Clone> Simulation<P> {
                         self.delivered_wire += m.wire_bytes as u64;
                     }
                 }
+                if packet.meta.payload_bytes > 0 {
+                    self.payload_received += packet.meta.payload_bytes as u64;
+                }
                 self.hosts[host as usize].transport.receive(now, packet);
                 self.service(now, host);
             }
@@ -446,8 +466,12 @@ impl<P: Protocol + Clone> Simulation<P> {
             self.open_window(now);
         }
         if self.window_start.is_some() && self.window_end.is_none() {
-            self.offered_wire +=
-                self.topo.config.packetization.message_wire_bytes(size) + self.overhead(size);
+            let data = self.topo.config.packetization.message_wire_bytes(size);
+            self.offered_wire += data + self.overhead(size);
+            self.offered_data += size;
+        }
+        if n == self.warmup + (self.to_generate - self.warmup) / 2 && self.mid.is_none() {
+            self.mid = Some((self.offered_data, self.unique_received()));
         }
         match self.hosts[src as usize]
             .transport
@@ -467,6 +491,16 @@ impl<P: Protocol + Clone> Simulation<P> {
         self.service(now, src);
     }
 
+    /// Distinct message bytes the hosts have received so far.
+    fn unique_received(&self) -> u64 {
+        let dups: u64 = self
+            .hosts
+            .iter()
+            .map(|h| h.transport.duplicate_payload_bytes())
+            .sum();
+        self.payload_received.saturating_sub(dups)
+    }
+
     fn overhead(&self, size: u64) -> u64 {
         self.protocol.message_overhead_bytes(size, &self.env)
     }
@@ -482,6 +516,8 @@ impl<P: Protocol + Clone> Simulation<P> {
         }
         self.offered_wire = 0;
         self.delivered_wire = 0;
+        self.offered_data = 0;
+        self.window_base = self.unique_received();
     }
 
     fn close_window(&mut self, now: Time) {
@@ -499,6 +535,8 @@ impl<P: Protocol + Clone> Simulation<P> {
             wasted,
             offered_wire: self.offered_wire,
             delivered_wire: self.delivered_wire,
+            offered_data: self.offered_data,
+            completed_data: self.unique_received() - self.window_base,
         });
     }
 
@@ -768,6 +806,12 @@ impl<P: Protocol + Clone> Simulation<P> {
             window_s: span_s,
             offered_load: snap.offered_wire as f64 / capacity,
             delivered_load: snap.delivered_wire as f64 / capacity,
+            delivered_ratio: snap.completed_data as f64 / snap.offered_data.max(1) as f64,
+            late_delivered_ratio: {
+                let (o, c) = self.mid.unwrap_or((0, 0));
+                let late_received = (snap.completed_data + self.window_base).saturating_sub(c);
+                late_received as f64 / (snap.offered_data - o).max(1) as f64
+            },
             host_tx_load: host_tx as f64 / capacity,
             wasted_bandwidth: snap.wasted as f64 / (span as f64 * self.topo.hosts as f64),
             overall,

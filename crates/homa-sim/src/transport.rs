@@ -132,6 +132,10 @@ pub trait Transport {
     /// The next message this host has finished receiving.
     fn poll_delivered(&mut self) -> Option<Delivered>;
 
+    /// Message bytes received in data packets that carried nothing new
+    /// (duplicates), since the start.
+    fn duplicate_payload_bytes(&self) -> u64;
+
     /// True while the host has partially received messages that it could
     /// ask more data for (used for the wasted-bandwidth metric).
     fn has_grantable_incoming(&self) -> bool;
