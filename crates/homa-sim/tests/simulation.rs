@@ -294,6 +294,7 @@ fn check_complete_run(r: &RunReport, load: f64) {
     // `offered_load_matches_the_requested_load` checks the accounting with
     // light-tailed workloads.
     assert!(r.offered_load > 0.0, "{p}: offered {}", r.offered_load);
+    assert_eq!(r.load, load, "{p}: the report carries the requested load");
     assert!(r.counters["data_packets_sent"] > 0, "{p}");
     assert!(r.window_s > 0.0 && r.sim_time_s >= r.window_s, "{p}");
 }
