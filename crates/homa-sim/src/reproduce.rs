@@ -172,11 +172,17 @@ fn run_all(tasks: Vec<Task>, jobs: usize) -> Result<Vec<Outcome>> {
                     }
                 }
                 .with_context(|| task.describe());
-                pb.println(format!(
+                let line = format!(
                     "done: {} ({:.1} s)",
                     task.describe(),
                     t0.elapsed().as_secs_f64()
-                ));
+                );
+                if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                    pb.println(line);
+                } else {
+                    // No progress bar without a terminal: log each run.
+                    eprintln!("{line}");
+                }
                 pb.inc(1);
                 results.lock().expect("no panics")[i] = Some(out);
             });
