@@ -123,8 +123,8 @@ pub(crate) const RPC_MEMORY_CHARGE: u64 = 512;
 impl Config {
     /// Defaults for a host link of `link_mbps` and a round trip of `rtt_ns`:
     /// unscheduled bytes and grant window are one bandwidth-delay product,
-    /// grants go out in eighths of it, and `max_incoming` allows a window
-    /// for each overcommitted message.
+    /// grants go out in eighths of it, FIFO grants in whole windows, and
+    /// `max_incoming` allows a window for each overcommitted message.
     pub fn for_link(link_mbps: u64, rtt_ns: u64) -> Config {
         let base = Config::default();
         let bdp = (link_mbps as u128 * rtt_ns as u128 / 8_000).clamp(1, u32::MAX as u128) as u32;
@@ -137,6 +137,11 @@ impl Config {
             // the window at one BDP, anything close to the window would
             // leave the link idle while the grant makes its round trip.
             grant_increment: (bdp / 8).clamp(1, base.grant_increment),
+            // The oldest message's share comes in window-sized grants: a
+            // 50 KB FIFO grant to a sender that is busy elsewhere would hold
+            // most of a BDP-sized `max_incoming` for milliseconds and stall
+            // every other incoming message (found in the simulator on W7).
+            fifo_grant_increment: bdp.clamp(1, base.fifo_grant_increment),
             max_incoming: bdp.saturating_mul(base.max_overcommit + 2),
             ..base
         }

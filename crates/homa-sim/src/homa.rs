@@ -44,6 +44,9 @@ pub struct HomaConfig {
     pub grant_increment: Option<u32>,
     /// Share of grants (‰) for the oldest message; `None` = core default.
     pub fifo_grant_fraction: Option<u32>,
+    /// Bytes granted to the oldest message at its turn; `None` = one grant
+    /// window.
+    pub fifo_grant_increment: Option<u32>,
     /// Share of sent packets (‰) from the oldest message; `None` = core
     /// default.
     pub pacer_fifo_fraction: Option<u32>,
@@ -67,6 +70,7 @@ impl Default for HomaConfig {
             grant_window: None,
             grant_increment: None,
             fifo_grant_fraction: None,
+            fifo_grant_increment: None,
             pacer_fifo_fraction: None,
             cutoffs: CutoffSource::Workload,
             cutoff_update_interval_us: 1_000.0,
@@ -110,6 +114,7 @@ impl HomaConfig {
         if let Some(v) = self.fifo_grant_fraction {
             c.fifo_grant_fraction = v;
         }
+        c.fifo_grant_increment = self.fifo_grant_increment.unwrap_or(c.grant_window);
         if let Some(v) = self.pacer_fifo_fraction {
             c.pacer_fifo_fraction = v;
         }
