@@ -260,6 +260,25 @@ mod tests {
     }
 
     #[test]
+    fn for_link_keeps_grants_pipelined() {
+        // A 10 Gbit/s link with a 7.7 µs round trip: one BDP is ~9.7 KB.
+        // Grants must come in pieces well below the window (else the sender
+        // idles for a round trip per window), and the oldest message's FIFO
+        // share must not exceed a window (else it holds most of
+        // max_incoming).
+        let c = Config::for_link(10_000, 7_744);
+        assert_eq!(c.grant_window, 9_680);
+        assert_eq!(c.grant_increment, 1_210);
+        assert_eq!(c.fifo_grant_increment, 9_680);
+        assert!(c.fifo_grant_increment as u64 * 4 <= c.max_incoming as u64);
+        // Fast links keep the Linux values where they fit.
+        let c = Config::for_link(100_000, 100_000);
+        assert_eq!(c.grant_increment, 10_000);
+        assert_eq!(c.fifo_grant_increment, 50_000);
+        c.validate().unwrap();
+    }
+
+    #[test]
     fn bad_configs_are_explained() {
         let c = Config {
             mtu: 100,
