@@ -94,7 +94,7 @@ struct RunArgs {
     /// Label for reports.
     #[arg(long)]
     label: Option<String>,
-    /// Output directory (report.json, buckets.csv, summary.csv, slowdown.png).
+    /// Output directory (report.json, buckets.csv, summary.csv, ports.csv, slowdown.png).
     #[arg(long)]
     out: Option<PathBuf>,
     /// No progress bar.
@@ -178,6 +178,7 @@ fn write_outputs(dir: &Path, reports: &[RunReport]) -> Result<()> {
     output::write_json(&dir.join("report.json"), reports)?;
     output::write_buckets_csv(&dir.join("buckets.csv"), reports)?;
     output::write_summary_csv(&dir.join("summary.csv"), reports)?;
+    output::write_ports_csv(&dir.join("ports.csv"), reports)?;
     if let Some(first) = reports.first() {
         let mut series = Vec::new();
         for r in reports {

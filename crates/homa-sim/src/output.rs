@@ -22,6 +22,33 @@ use std::path::Path;
 /// ToR downlink, where the thesis' Table 6.1 finds the queueing).
 pub const TABLE_QUEUE_KIND: &str = "tor_down";
 
+/// Writes one row per (run, port): kind, number, mean and peak waiting
+/// bytes, utilization and drops.
+pub fn write_ports_csv(path: &Path, reports: &[RunReport]) -> std::io::Result<()> {
+    let mut out = String::from(
+        "protocol,workload,label,load,seed,kind,port,mean_bytes,peak_bytes,utilization,drops\n",
+    );
+    for r in reports {
+        for p in &r.ports {
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{:.1},{},{:.4},{}\n",
+                csv_field(&r.protocol),
+                csv_field(&r.workload),
+                csv_field(&r.label),
+                r.load,
+                r.seed,
+                p.kind,
+                p.port,
+                p.mean_bytes,
+                p.peak_bytes,
+                p.utilization,
+                p.drops
+            ));
+        }
+    }
+    std::fs::write(path, out)
+}
+
 /// Writes the reports as a pretty-printed JSON array.
 pub fn write_json(path: &Path, reports: &[RunReport]) -> anyhow::Result<()> {
     let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;

@@ -56,6 +56,24 @@ pub struct QueueStats {
     pub ecn_marks: u64,
 }
 
+/// Statistics of one egress port over the measurement window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PortReport {
+    /// "host_nic", "tor_down", "tor_up" or "spine_down".
+    pub kind: String,
+    /// Port number (see `Topology`: host NICs `0..H`, ToR downlinks
+    /// `H..2H`, then ToR uplinks, then spine downlinks).
+    pub port: u32,
+    /// Time-averaged waiting bytes.
+    pub mean_bytes: f64,
+    /// Most waiting bytes at any instant.
+    pub peak_bytes: u64,
+    /// Fraction of the window spent transmitting.
+    pub utilization: f64,
+    /// Packets dropped.
+    pub drops: u64,
+}
+
 /// Everything measured in one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
@@ -112,6 +130,8 @@ pub struct RunReport {
     /// Queue statistics by port kind ("host_nic", "tor_down", "tor_up",
     /// "spine_down").
     pub queues: BTreeMap<String, QueueStats>,
+    /// Every port, in port order.
+    pub ports: Vec<PortReport>,
     /// Transport counters summed over hosts.
     pub counters: BTreeMap<String, u64>,
     /// Events the simulator processed.

@@ -277,6 +277,7 @@ pub fn thesis(out: &Path, o: Options) -> Result<()> {
     output::write_json(&out.join("runs.json"), &runs)?;
     output::write_buckets_csv(&out.join("buckets.csv"), &runs)?;
     output::write_summary_csv(&out.join("summary.csv"), &runs)?;
+    output::write_ports_csv(&out.join("ports.csv"), &runs)?;
     let search_json: Vec<serde_json::Value> = searches
         .iter()
         .map(|(s, r)| {

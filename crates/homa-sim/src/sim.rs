@@ -3,7 +3,7 @@
 
 use crate::engine::EventQueue;
 use crate::port::{Admit, Discipline, Port, Queued};
-use crate::report::{Bucket, QueueStats, RunReport, SlowdownStats};
+use crate::report::{Bucket, PortReport, QueueStats, RunReport, SlowdownStats};
 use crate::scenario::{Pattern, Scenario};
 use crate::topology::{tx_time, Next, PortKind, Topology, TopologyError, UplinkSelection};
 use crate::transport::{
@@ -757,12 +757,7 @@ impl<P: Protocol + Clone> Simulation<P> {
 
         let mut queues: BTreeMap<String, QueueStats> = BTreeMap::new();
         for (port, st) in self.ports.iter().zip(&snap.ports) {
-            let name = match port.kind {
-                PortKind::HostNic => "host_nic",
-                PortKind::TorDown => "tor_down",
-                PortKind::TorUp => "tor_up",
-                PortKind::SpineDown => "spine_down",
-            };
+            let name = kind_name(port.kind);
             let q = queues.entry(name.to_string()).or_default();
             q.ports += 1;
             q.mean_bytes += st.mean_bytes;
@@ -783,6 +778,20 @@ impl<P: Protocol + Clone> Simulation<P> {
             .filter(|(p, _)| p.kind == PortKind::HostNic)
             .map(|(_, s)| s.tx_bytes)
             .sum();
+        let ports: Vec<PortReport> = self
+            .ports
+            .iter()
+            .zip(&snap.ports)
+            .enumerate()
+            .map(|(i, (p, st))| PortReport {
+                kind: kind_name(p.kind).to_string(),
+                port: i as u32,
+                mean_bytes: st.mean_bytes,
+                peak_bytes: st.peak_bytes,
+                utilization: st.utilization,
+                drops: st.drops,
+            })
+            .collect();
         let mut counters: BTreeMap<String, u64> = BTreeMap::new();
         for h in &self.hosts {
             for (name, v) in h.transport.counters() {
@@ -818,11 +827,21 @@ impl<P: Protocol + Clone> Simulation<P> {
             short_half,
             buckets,
             queues,
+            ports,
             counters,
             events,
             wall_time_s: wall_s,
             events_per_sec: events as f64 / wall_s.max(1e-9),
         }
+    }
+}
+
+fn kind_name(k: PortKind) -> &'static str {
+    match k {
+        PortKind::HostNic => "host_nic",
+        PortKind::TorDown => "tor_down",
+        PortKind::TorUp => "tor_up",
+        PortKind::SpineDown => "spine_down",
     }
 }
 

@@ -43,6 +43,9 @@ fn run_writes_json_csv_and_plot() {
     assert_eq!(report[0]["messages_incomplete"], 0);
     let buckets = std::fs::read_to_string(out.join("buckets.csv")).unwrap();
     assert!(buckets.lines().count() > 2);
+    let ports = std::fs::read_to_string(out.join("ports.csv")).unwrap();
+    // Header plus 8 NICs, 8 ToR downlinks, 4 ToR uplinks, 4 spine downlinks.
+    assert_eq!(ports.lines().count(), 1 + 24, "{ports}");
     let png = std::fs::read(out.join("slowdown.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     std::fs::remove_dir_all(&out).unwrap();
