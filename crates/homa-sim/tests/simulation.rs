@@ -584,23 +584,25 @@ fn max_load_search_bisects_to_the_capacity() {
 /// ToR uplinks of rack 1 that carried traffic while host 4 (rack 1) sent a
 /// 1 MB message to host 0 (rack 0).
 fn used_uplinks_of_rack1(selection: homa_sim::topology::UplinkSelection) -> usize {
-    let mut s = Scenario::default();
-    s.topology = TopologyConfig {
-        racks: 2,
-        hosts_per_rack: 4,
-        spines: 4,
-        uplink_selection: selection,
-        ..TopologyConfig::default()
-    };
     // Incast to host 0 from hosts 1–4: host 4 is in rack 1. Two rounds
     // 5 ms apart, so that the measurement window (first to last arrival)
     // covers all of the first round's transfers.
+    let mut s = Scenario {
+        topology: TopologyConfig {
+            racks: 2,
+            hosts_per_rack: 4,
+            spines: 4,
+            uplink_selection: selection,
+            ..TopologyConfig::default()
+        },
+        warmup_fraction: 0.0,
+        ..Scenario::default()
+    };
     s.traffic.pattern = Pattern::Incast;
     s.traffic.workload = "fixed:1000000".into();
     s.traffic.incast.senders = 4;
     s.traffic.incast.rounds = 2;
     s.traffic.incast.interval_us = 5_000.0;
-    s.warmup_fraction = 0.0;
     let r = run_scenario(&s, None).unwrap();
     assert_eq!(r.messages_incomplete, 0);
     // Ports: 8 NICs, 8 ToR downlinks, then ToR uplinks rack 0 (16..20)
