@@ -390,6 +390,52 @@ fn fifo_grants_keep_the_oldest_message_moving() {
     );
 }
 
+#[test]
+fn fifo_grants_do_not_pile_up_on_a_silent_sender() {
+    // The oldest message's sender goes silent after its unscheduled bytes
+    // (busy elsewhere, in a real network). However many FIFO turns come,
+    // its granted-but-unreceived bytes stay within one FIFO increment, so
+    // they cannot eat the receiver's max_incoming.
+    let config = Config {
+        fifo_grant_fraction: 500,
+        fifo_grant_increment: 20_000,
+        // Only the shorter messages are active: the big one gets nothing
+        // but FIFO grants.
+        max_overcommit: 1,
+        ..Config::default()
+    };
+    let mut net = Net::new(3, config);
+    let big = net.eps[1]
+        .send_request(0, addr(0), payload(1_000_000, 0))
+        .unwrap();
+    // Only its unscheduled bytes get through.
+    let unsched = net.eps[1].config.unsched_bytes;
+    net.pump_n(10_000, |from, t| {
+        from == 1 && matches!(parse(t).body, Body::Data { header, .. } if header.offset >= unsched)
+    });
+    let server_id = RpcId {
+        id: big.id ^ 1,
+        peer: addr(1),
+    };
+    let outstanding = |net: &Net| {
+        let m = net.eps[0].rpcs[&server_id].msgin.as_ref().unwrap();
+        m.granted - m.received
+    };
+    let before = outstanding(&net);
+    for _ in 0..50 {
+        net.eps[2]
+            .send_request(0, addr(0), payload(100_000, 0))
+            .unwrap();
+        // Endpoint 1 is silent: everything it sends is lost.
+        net.pump_n(10_000, |from, _| from == 1);
+        net.serve(0, |_| Bytes::new());
+        net.pump_n(10_000, |from, _| from == 1);
+    }
+    let after = outstanding(&net);
+    let cap = before.max(20_000 + net.eps[0].config.max_payload());
+    assert!(after <= cap, "outstanding grew from {before} to {after}");
+}
+
 // ---------------------------------------------------------------- priorities
 
 #[test]
