@@ -344,8 +344,7 @@ impl<P: Protocol + Clone> Simulation<P> {
                 // the largest message to cross an empty link a few times.
                 let pk = &self.topo.config.packetization;
                 let largest = pk.message_wire_bytes(self.dist.max());
-                let largest_time =
-                    (largest as u128 * 8 * 1_000_000_000_000 / self.topo.host_bps as u128) as Time;
+                let largest_time = tx_time(largest, self.topo.host_bps);
                 deadline = end
                     + (span as f64 * self.scenario.drain_factor) as Time
                     + 4 * largest_time

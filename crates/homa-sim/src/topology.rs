@@ -148,8 +148,8 @@ pub fn ns(t: f64) -> Time {
 }
 
 /// Time to serialise `bytes` at `bps`.
-pub fn tx_time(bytes: u32, bps: u64) -> Time {
-    (bytes as u128 * 8 * PS_PER_S / bps as u128) as Time
+pub fn tx_time(bytes: impl Into<u64>, bps: u64) -> Time {
+    (bytes.into() as u128 * 8 * PS_PER_S / bps as u128) as Time
 }
 
 /// What kind of link an egress port drives; used to group statistics.
