@@ -1,6 +1,6 @@
 //! The one error type of the benchmark library.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use thiserror::Error;
 
 /// Why a benchmark could not be set up or run.
@@ -12,6 +12,14 @@ pub enum PerfError {
     /// homa-perf only ever talks to loopback addresses.
     #[error("{0} is not a loopback address: homa-perf only runs on 127.0.0.0/8 and ::1")]
     NotLoopback(SocketAddr),
+    /// Cluster mode only talks to loopback or private (network-namespace)
+    /// addresses.
+    #[error(
+        "{0} is neither a loopback nor a private address: cluster mode only talks to \
+         loopback or private (namespace) addresses (127.0.0.0/8, ::1, 10.0.0.0/8, \
+         172.16.0.0/12, 192.168.0.0/16, fc00::/7)"
+    )]
+    NotPrivate(SocketAddr),
     /// A workload table that does not parse or is unknown.
     #[error("workload {name}: {why}")]
     Workload {
@@ -77,5 +85,24 @@ pub fn check_loopback(addr: SocketAddr) -> Result<(), PerfError> {
         Ok(())
     } else {
         Err(PerfError::NotLoopback(addr))
+    }
+}
+
+/// Refuses any address but loopback, IPv4 private (RFC 1918) and IPv6
+/// unique-local (fc00::/7) ones: cluster mode runs on loopback or between
+/// network namespaces, never towards the outside world.
+pub fn check_cluster_addr(addr: SocketAddr) -> Result<(), PerfError> {
+    let ip = match addr.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    let ok = match ip {
+        IpAddr::V4(v4) => v4.is_loopback() || v4.is_private(),
+        IpAddr::V6(v6) => v6.is_loopback() || (v6.segments()[0] & 0xfe00) == 0xfc00,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(PerfError::NotPrivate(addr))
     }
 }

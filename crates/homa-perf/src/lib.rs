@@ -7,13 +7,17 @@
 //!   [`stats::Report`] (HDR-histogram percentiles, throughput, per-size-class
 //!   percentiles for workloads);
 //! - [`demo::run_demo`] runs the project's headline comparison;
-//! - [`workload`] samples the standard message-size workloads.
+//! - [`workload`] samples the standard message-size workloads;
+//! - [`cluster::run_node`] runs one host of a cluster benchmark (server and
+//!   Poisson-load client at once, like the Homa/Linux paper's `cp_node`).
 //!
-//! Every server and client refuses addresses outside loopback.
+//! Every server and client refuses addresses outside loopback, except
+//! cluster mode, which also accepts private (network-namespace) addresses.
 
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod cluster;
 pub mod demo;
 pub mod error;
 mod homa_rpc;

@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use homa_perf::cluster::{self, ClusterArgs};
 use homa_perf::{
     run_client, run_demo, ClientOptions, DemoOptions, Protocol, Server, ServerOptions, SizeSpec,
     StopRule, Workload,
@@ -29,6 +30,9 @@ enum Command {
     Client(ClientArgs),
     /// Start servers in-process and compare Homa, TCP and UDP in one table.
     Demo(DemoArgs),
+    /// Be one host of a cluster benchmark: serve, and offer Poisson load to
+    /// the other hosts (loopback or private addresses only).
+    Cluster(ClusterArgs),
 }
 
 #[derive(Debug, Args)]
@@ -242,6 +246,17 @@ fn run(cli: Cli) -> Result<()> {
                 println!("{}", result.to_json_string());
             } else {
                 print!("{}", result.to_table());
+            }
+            Ok(())
+        }
+        Command::Cluster(a) => {
+            let report = cluster::run_node(&a)?;
+            eprintln!("homa-perf: {}", report.summary());
+            let json = report.to_json_string();
+            match &a.out {
+                Some(path) => std::fs::write(path, json + "\n")
+                    .with_context(|| format!("cannot write the report to {}", path.display()))?,
+                None => println!("{json}"),
             }
             Ok(())
         }

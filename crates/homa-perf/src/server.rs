@@ -38,6 +38,12 @@ impl Server {
     /// Binds and starts the server threads.
     pub fn start(opts: &ServerOptions) -> Result<Server, PerfError> {
         check_loopback(opts.bind)?;
+        Server::start_unchecked(opts)
+    }
+
+    /// [`Server::start`] without the loopback check, for cluster mode, which
+    /// checks its addresses itself.
+    pub(crate) fn start_unchecked(opts: &ServerOptions) -> Result<Server, PerfError> {
         let threads = opts.threads.max(1);
         let stop = Arc::new(AtomicBool::new(false));
         let mut server = Server {
@@ -119,6 +125,11 @@ impl Server {
         self.endpoint
             .as_ref()
             .and_then(|e| serde_json::to_value(e.metrics()).ok())
+    }
+
+    /// The Homa endpoint (Homa servers only), for its counters.
+    pub(crate) fn homa_endpoint(&self) -> Option<&homa::Endpoint> {
+        self.endpoint.as_ref()
     }
 
     /// Blocks until the server threads end (for the command-line server,

@@ -112,6 +112,17 @@ impl Workload {
         self.sizes[i.min(self.sizes.len() - 1)]
     }
 
+    /// Fraction of messages of at most `size` bytes (the CDF as a step
+    /// function: 0 below the smallest size, 1 from the largest on).
+    pub fn cdf_at(&self, size: u64) -> f64 {
+        let i = self.sizes.partition_point(|&s| s <= size);
+        if i == 0 {
+            0.0
+        } else {
+            self.cdf[i - 1]
+        }
+    }
+
     /// Draws one size.
     pub fn sample(&self, rng: &mut impl Rng) -> u64 {
         // gen::<f64>() is in [0, 1); 1 - it is in (0, 1].

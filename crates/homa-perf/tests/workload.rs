@@ -116,3 +116,17 @@ fn size_spec_caps_workload_sizes() {
     assert_eq!(spec.workload_name(), Some("w5"));
     assert_eq!(SizeSpec::Fixed(123).next(&mut rng), 123);
 }
+
+#[test]
+fn cdf_at_is_the_step_function_of_the_table() {
+    let w = Workload::parse("t", "size_bytes,cdf\n10,0.25\n100,0.75\n1000,1\n").unwrap();
+    assert_eq!(w.cdf_at(9), 0.0);
+    assert_eq!(w.cdf_at(10), 0.25);
+    assert_eq!(w.cdf_at(99), 0.25);
+    assert_eq!(w.cdf_at(100), 0.75);
+    assert_eq!(w.cdf_at(5000), 1.0);
+    // size_at and cdf_at agree: the size at u has a CDF of at least u.
+    for u in [0.1, 0.25, 0.5, 0.9, 1.0] {
+        assert!(w.cdf_at(w.size_at(u)) >= u);
+    }
+}

@@ -1,0 +1,721 @@
+//! `testbed bench`: Homa and TCP on the same emulated cluster, workload by
+//! workload, and the report in `docs/results/testbed.md`.
+//!
+//! For each workload: set the link rate, measure Homa's idle RTT by size
+//! (one host probes, the others only serve), then run every variant with
+//! all hosts loading the network at the same time, each run bracketed by
+//! switch counters. The nodes are this same binary (`testbed node`, which
+//! is `homa-perf cluster`) started inside the host namespaces.
+
+use crate::analysis::{self, Baseline};
+use crate::cleanup;
+use crate::netns::{self, TestbedSpec};
+use crate::report::{BenchResult, PriorityTotals, Variant, VariantRun, WorkloadResult};
+use crate::tc::{self, BacklogSampler, ClassStats};
+use anyhow::{anyhow, bail, Context, Result};
+use homa_perf::cluster::{ClusterArgs, NodeReport};
+use homa_perf::{Protocol, Workload};
+use std::collections::BTreeMap;
+use std::fs;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// The port every node's server listens on.
+const SERVER_PORT: u16 = 4000;
+
+/// Largest message size (the Homa/Linux paper truncated at 1 MB).
+const MAX_SIZE: u64 = 1_000_000;
+
+/// How often the switch backlog is sampled during a run.
+const BACKLOG_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Default link rate per workload (Mbit/s): the rate at which two cores
+/// can still offer 80% load of it (see the crate README for the
+/// measurements behind these numbers).
+pub const DEFAULT_RATES: [(&str, u64); 5] = [
+    ("w1", 200),
+    ("w2", 200),
+    ("w3", 500),
+    ("w4", 1000),
+    ("w5", 1000),
+];
+
+/// Homa's assumed round-trip time when `--rtt-us` is not given (µs).
+pub const DEFAULT_RTT_US: f64 = 100.0;
+
+/// Options of `testbed bench`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Workloads to run, in order.
+    #[arg(long, default_value = "w2,w3,w4,w5", value_delimiter = ',')]
+    pub workloads: Vec<String>,
+    /// Variants to run on each workload: homa (8 priorities), homa-1prio, tcp.
+    #[arg(long, default_value = "homa,tcp,homa-1prio", value_delimiter = ',')]
+    pub variants: Vec<String>,
+    /// Offered load per host as a fraction of the link rate.
+    #[arg(long, default_value_t = 0.8)]
+    pub load: f64,
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 20.0)]
+    pub seconds: f64,
+    /// Seconds of load before the measurement starts.
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
+    /// Link rates (Mbit/s): `500` for every workload or `w3=500` for one;
+    /// comma-separated. Default: the per-workload table in the README.
+    #[arg(long = "rates", value_delimiter = ',')]
+    pub rates: Vec<String>,
+    /// TCP connections from each client to each server.
+    #[arg(long, default_value_t = 1)]
+    pub tcp_connections: usize,
+    /// Most RPCs one client keeps outstanding.
+    #[arg(long, default_value_t = 1000)]
+    pub client_max: usize,
+    /// Round-trip time Homa assumes (µs): RTTbytes = link rate × this.
+    #[arg(long, default_value_t = DEFAULT_RTT_US)]
+    pub rtt_us: f64,
+    /// Size buckets per workload (equal shares of messages).
+    #[arg(long, default_value_t = 20)]
+    pub buckets: usize,
+    /// Sizes probed on the idle testbed.
+    #[arg(long, default_value_t = 30)]
+    pub unloaded_points: usize,
+    /// RPCs per probed size on the idle testbed.
+    #[arg(long, default_value_t = 20)]
+    pub unloaded_count: usize,
+    /// Directory of the report: writes NAME.md, NAME/*.png, NAME/results.json.
+    #[arg(long, default_value = "docs/results")]
+    pub out: PathBuf,
+    /// Base name of the report files.
+    #[arg(long, default_value = "testbed")]
+    pub name: String,
+}
+
+impl BenchArgs {
+    fn validate(&self) -> Result<Vec<Variant>> {
+        if !(self.load.is_finite() && self.load > 0.0 && self.load <= 1.5) {
+            bail!("--load must be in (0, 1.5], got {}", self.load);
+        }
+        if !(self.seconds.is_finite() && self.seconds > 0.0) {
+            bail!("--seconds must be positive, got {}", self.seconds);
+        }
+        if !(self.warmup.is_finite() && self.warmup >= 0.0) {
+            bail!("--warmup must not be negative, got {}", self.warmup);
+        }
+        if !(self.rtt_us.is_finite() && self.rtt_us >= 1.0) {
+            bail!("--rtt-us must be at least 1, got {}", self.rtt_us);
+        }
+        if self.workloads.is_empty() {
+            bail!("--workloads is empty");
+        }
+        for w in &self.workloads {
+            Workload::named(w)?;
+        }
+        for r in &self.rates {
+            parse_rate(r)?;
+        }
+        if self.tcp_connections == 0 || self.client_max == 0 || self.buckets == 0 {
+            bail!("--tcp-connections, --client-max and --buckets must be at least 1");
+        }
+        let variants = self
+            .variants
+            .iter()
+            .map(|v| Variant::parse(v))
+            .collect::<Result<Vec<_>>>()?;
+        if variants.is_empty() {
+            bail!("--variants is empty");
+        }
+        Ok(variants)
+    }
+
+    /// The link rate for `workload`: the last matching `--rates`
+    /// entry, else the default table.
+    fn rate_for(&self, workload: &str) -> u64 {
+        let mut rate = DEFAULT_RATES
+            .iter()
+            .find(|(w, _)| *w == workload)
+            .map_or(1000, |&(_, r)| r);
+        for r in &self.rates {
+            if let Ok((w, v)) = parse_rate(r) {
+                if w.as_deref().is_none_or(|w| w == workload) {
+                    rate = v;
+                }
+            }
+        }
+        rate
+    }
+}
+
+/// `500` → (None, 500); `w3=500` → (Some("w3"), 500).
+fn parse_rate(s: &str) -> Result<(Option<String>, u64)> {
+    let (w, v) = match s.split_once('=') {
+        Some((w, v)) => (Some(w.trim().to_ascii_lowercase()), v),
+        None => (None, s),
+    };
+    let v: u64 = v
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("--rates {s:?}: expected Mbit/s as a number, or wN=number"))?;
+    if v == 0 || v > 100_000 {
+        bail!("--rates {s:?}: the rate must be 1..=100000 Mbit/s");
+    }
+    Ok((w, v))
+}
+
+/// Runs the bench on the testbed described by `spec` (already up) and
+/// writes the report. Changes the link rate per workload (re-creating the
+/// testbed) and leaves it at the last workload's rate.
+pub fn run(args: &BenchArgs, spec: &TestbedSpec) -> Result<()> {
+    let variants = args.validate()?;
+    let exe = std::env::current_exe().context("cannot find the testbed executable")?;
+    let work = std::env::temp_dir().join(format!("homa-testbed-{}", spec.prefix));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+    let mut spec = spec.clone();
+    let mut results = Vec::new();
+    for name in &args.workloads {
+        let workload = Workload::named(name)?;
+        let rate = args.rate_for(name);
+        if rate != spec.rate_mbit || !netns::exists(&spec.prefix) {
+            spec.rate_mbit = rate;
+            eprintln!("testbed: links at {rate} Mbit/s for {name}");
+            netns::up(&spec)?;
+        }
+        let ctx = RunCtx {
+            args,
+            spec: &spec,
+            exe: &exe,
+            work: &work,
+            workload_name: name,
+            rtt_ns: (args.rtt_us * 1e3) as u64,
+        };
+        results.push(ctx.workload(&workload, &variants)?);
+    }
+    let result = BenchResult {
+        command: command_line(),
+        hosts: spec.hosts,
+        mtu: spec.mtu,
+        buffer_bytes: spec.buffer_bytes,
+        host_queue_bytes: spec.host_queue_bytes,
+        load: args.load,
+        seconds: args.seconds,
+        tcp_connections: args.tcp_connections,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        workloads: results,
+    };
+    write_report(args, &result)
+}
+
+fn command_line() -> String {
+    let mut words: Vec<String> = std::env::args().collect();
+    if let Some(first) = words.first_mut() {
+        *first = "testbed".into();
+    }
+    words.join(" ")
+}
+
+fn write_report(args: &BenchArgs, result: &BenchResult) -> Result<()> {
+    let dir = args.out.join(&args.name);
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    result.write_plots(&dir)?;
+    let json = serde_json::to_string_pretty(result)?;
+    fs::write(dir.join("results.json"), json)?;
+    let md = args.out.join(format!("{}.md", args.name));
+    fs::write(&md, result.to_markdown(&args.name))
+        .with_context(|| format!("cannot write {}", md.display()))?;
+    eprintln!("testbed: wrote {}", md.display());
+    Ok(())
+}
+
+/// What every run of one workload shares.
+struct RunCtx<'a> {
+    args: &'a BenchArgs,
+    spec: &'a TestbedSpec,
+    exe: &'a Path,
+    work: &'a Path,
+    workload_name: &'a str,
+    rtt_ns: u64,
+}
+
+impl RunCtx<'_> {
+    fn addr(&self, host: usize) -> SocketAddr {
+        SocketAddr::new(self.spec.host_ip(host).into(), SERVER_PORT)
+    }
+
+    fn peers(&self) -> Vec<SocketAddr> {
+        (0..self.spec.hosts).map(|h| self.addr(h)).collect()
+    }
+
+    /// Writes the Homa runtime configuration for this link and returns its path.
+    fn homa_config(&self, priorities: u8) -> Result<PathBuf> {
+        let mut core = homa_core::Config::for_link(self.spec.rate_mbit, self.rtt_ns);
+        core.mtu = self.spec.mtu;
+        core.num_priorities = priorities;
+        core.max_message_size = core.max_message_size.max(MAX_SIZE as u32);
+        // One full packet's transmission time: the pacer keeps the NIC
+        // queue about this short.
+        let packet_ns = self.spec.mtu as u64 * 8_000 / self.spec.rate_mbit;
+        let config = homa::Config {
+            core,
+            pacer_link_mbps: self.spec.rate_mbit,
+            max_nic_queue_ns: 2 * packet_ns,
+            // The qdiscs must see MTU-sized packets (priorities act per packet).
+            segmentation_offload: false,
+            // Ten processes share two cores: a thread that polls takes CPU
+            // from the one it waits for.
+            poll_us: 0,
+            ..homa::Config::default()
+        };
+        let path = self.work.join(format!("homa-{priorities}prio.toml"));
+        let text = toml::to_string(&config).context("cannot write the Homa configuration")?;
+        fs::write(&path, text)?;
+        Ok(path)
+    }
+
+    fn node_args(&self, host: usize, protocol: Protocol, tag: &str) -> ClusterArgs {
+        let mut a = ClusterArgs::new(self.addr(host), self.peers(), protocol);
+        a.workload = Some(self.workload_name.to_string());
+        a.max_size = MAX_SIZE;
+        a.seed = 1 + host as u64;
+        a.out = Some(self.work.join(format!("{tag}-h{host}.json")));
+        a
+    }
+
+    fn workload(&self, workload: &Workload, variants: &[Variant]) -> Result<WorkloadResult> {
+        let name = self.workload_name;
+        eprintln!("testbed: {name}: idle round-trip times");
+        let homa8 = self.homa_config(8)?;
+        let baseline = self.unloaded(&homa8)?;
+        let bounds = analysis::bucket_bounds(workload, MAX_SIZE, self.args.buckets);
+        let mut runs = Vec::new();
+        for &v in variants {
+            eprintln!(
+                "testbed: {name}: {} at {:.0}% load",
+                v.label(),
+                self.args.load * 100.0
+            );
+            let config = match v {
+                Variant::Homa => Some(homa8.clone()),
+                Variant::Homa1Prio => Some(self.homa_config(1)?),
+                Variant::Tcp => None,
+            };
+            runs.push(self.loaded(v, config, workload, &baseline, &bounds)?);
+        }
+        let cmp = |a: Variant, b: Variant| {
+            let (x, y) = (
+                runs.iter().find(|r| r.variant == a)?,
+                runs.iter().find(|r| r.variant == b)?,
+            );
+            Some(analysis::compare(
+                (&x.short_half, &x.buckets),
+                (&y.short_half, &y.buckets),
+            ))
+        };
+        let tcp_vs_homa = cmp(Variant::Homa, Variant::Tcp);
+        let one_vs_eight = cmp(Variant::Homa, Variant::Homa1Prio);
+        Ok(WorkloadResult {
+            workload: name.to_string(),
+            rate_mbit: self.spec.rate_mbit,
+            rtt_ns: self.rtt_ns,
+            baseline: baseline.points().to_vec(),
+            runs,
+            tcp_vs_homa,
+            one_vs_eight,
+        })
+    }
+
+    /// Host 0 probes every size one RPC at a time; the others serve.
+    fn unloaded(&self, config: &Path) -> Result<Baseline> {
+        let tag = format!("{}-unloaded", self.workload_name);
+        let mut servers = Vec::new();
+        for h in 1..self.spec.hosts {
+            let mut a = self.node_args(h, Protocol::Homa, &tag);
+            a.config = Some(config.to_path_buf());
+            a.server_only = true;
+            // Stopped by the bench once the probe is done.
+            a.seconds = 24.0 * 3600.0;
+            servers.push(self.spawn(h, &a, &tag)?);
+        }
+        let mut a = self.node_args(0, Protocol::Homa, &tag);
+        a.config = Some(config.to_path_buf());
+        a.unloaded = true;
+        a.unloaded_points = self.args.unloaded_points;
+        a.unloaded_count = self.args.unloaded_count as u64;
+        a.peers = (1..self.spec.hosts).map(|h| self.addr(h)).collect();
+        a.peers.push(self.addr(0));
+        let prober = self.spawn(0, &a, &tag)?;
+        let limit = Duration::from_secs(300);
+        let outcome = wait_all(vec![prober], limit);
+        for mut s in servers {
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+            cleanup::unregister_child(s.child.id());
+        }
+        outcome?;
+        let report = read_report(a.out.as_deref())?;
+        Baseline::new(report.unloaded.iter().map(|p| (p.size, p.min_ns)).collect())
+    }
+
+    fn loaded(
+        &self,
+        variant: Variant,
+        config: Option<PathBuf>,
+        workload: &Workload,
+        baseline: &Baseline,
+        bounds: &[u64],
+    ) -> Result<VariantRun> {
+        let tag = format!("{}-{}", self.workload_name, variant.name());
+        let protocol = if variant == Variant::Tcp {
+            Protocol::Tcp
+        } else {
+            Protocol::Homa
+        };
+        let gbps = self.args.load * self.spec.rate_mbit as f64 / 1000.0;
+        let mut argsets = Vec::new();
+        for h in 0..self.spec.hosts {
+            let mut a = self.node_args(h, protocol, &tag);
+            a.config = config.clone();
+            a.gbps = gbps;
+            a.seconds = self.args.seconds;
+            a.warmup = self.args.warmup;
+            a.client_max = self.args.client_max;
+            a.tcp_connections = self.args.tcp_connections;
+            argsets.push(a);
+        }
+        let before = tc::switch_port_stats(self.spec)?;
+        let sampler = BacklogSampler::start(self.spec, BACKLOG_INTERVAL);
+        let started = Instant::now();
+        let mut nodes = Vec::new();
+        for (h, a) in argsets.iter().enumerate() {
+            nodes.push(self.spawn(h, a, &tag)?);
+        }
+        // Machine-wide CPU over the measured window (after the nodes found
+        // each other and warmed up; a second is ample for the former).
+        let window_start = Duration::from_secs_f64(1.0 + self.args.warmup);
+        let window = Duration::from_secs_f64((self.args.seconds - 0.5).max(0.2));
+        let cpu = CpuWindow::measure(started, window_start, window);
+        let limit = Duration::from_secs_f64(self.args.warmup + self.args.seconds + 60.0);
+        let outcome = wait_all(nodes, limit);
+        let peaks = sampler.stop();
+        outcome?;
+        let after = tc::switch_port_stats(self.spec)?;
+        let cpu_cores = cpu.map(|c| c.finish()).unwrap_or(f64::NAN);
+        let mut reports = Vec::new();
+        for a in &argsets {
+            reports.push(read_report(a.out.as_deref())?);
+        }
+        let rpcs: Vec<(u64, u64)> = reports
+            .iter()
+            .flat_map(|r| r.rpcs.iter().copied())
+            .collect();
+        if rpcs.is_empty() {
+            bail!(
+                "{tag}: no RPC completed; see the node logs in {}",
+                self.work.display()
+            );
+        }
+        let samples = analysis::slowdowns(&rpcs, baseline);
+        let ports = tc::delta(&before, &after);
+        let sum = |f: fn(&NodeReport) -> u64| reports.iter().map(f).sum::<u64>();
+        let bytes = sum(|r| r.request_bytes + r.response_bytes);
+        let window_s = reports.first().map_or(self.args.seconds, |r| r.seconds);
+        Ok(VariantRun {
+            variant,
+            target_gbps: gbps,
+            achieved_gbps: bytes as f64 * 8.0 / window_s / 1e9 / self.spec.hosts as f64,
+            completed: rpcs.len() as u64,
+            errors: sum(|r| r.errors),
+            skipped: sum(|r| r.skipped),
+            unfinished: sum(|r| r.unfinished),
+            max_send_lag_us: reports
+                .iter()
+                .map(|r| r.max_send_lag_us)
+                .fold(0.0, f64::max),
+            cpu_cores,
+            buckets: analysis::spectrum(&samples, workload, bounds),
+            short_half: analysis::short_half(&samples, workload),
+            switch: priority_totals(&ports, &peaks),
+            ports,
+            homa_counters: homa_counters(&reports),
+        })
+    }
+
+    fn spawn(&self, host: usize, args: &ClusterArgs, tag: &str) -> Result<Node> {
+        let log_path = self.work.join(format!("{tag}-h{host}.log"));
+        let log = fs::File::create(&log_path)?;
+        let mut argv = vec!["node".to_string()];
+        argv.extend(args.to_args());
+        let mut cmd = netns::command_in(&self.spec.host_ns(host), self.exe.as_os_str(), &argv);
+        cmd.stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start the node on host {host}"))?;
+        cleanup::register_child(child.id());
+        Ok(Node {
+            child,
+            host,
+            log: log_path,
+        })
+    }
+}
+
+/// A node process and where its output goes.
+struct Node {
+    child: Child,
+    host: usize,
+    log: PathBuf,
+}
+
+/// Waits for every node to exit successfully; kills all of them if one
+/// fails or `limit` passes.
+fn wait_all(mut nodes: Vec<Node>, limit: Duration) -> Result<()> {
+    let deadline = Instant::now() + limit;
+    let mut failure: Option<anyhow::Error> = None;
+    while !nodes.is_empty() && failure.is_none() {
+        let mut i = 0;
+        while i < nodes.len() {
+            match nodes[i].child.try_wait() {
+                Ok(Some(status)) => {
+                    let n = nodes.swap_remove(i);
+                    cleanup::unregister_child(n.child.id());
+                    if !status.success() {
+                        failure = Some(anyhow!(
+                            "the node on host {} failed ({status}):\n{}",
+                            n.host,
+                            log_tail(&n.log)
+                        ));
+                    }
+                }
+                Ok(None) => i += 1,
+                Err(e) => {
+                    failure = Some(anyhow!("cannot wait for host {}: {e}", nodes[i].host));
+                    break;
+                }
+            }
+        }
+        if failure.is_none() && !nodes.is_empty() {
+            if Instant::now() > deadline {
+                failure = Some(anyhow!(
+                    "nodes on hosts {:?} still running after {:?}",
+                    nodes.iter().map(|n| n.host).collect::<Vec<_>>(),
+                    limit
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for mut n in nodes {
+        let _ = n.child.kill();
+        let _ = n.child.wait();
+        cleanup::unregister_child(n.child.id());
+    }
+    failure.map_or(Ok(()), Err)
+}
+
+fn log_tail(path: &Path) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+fn read_report(path: Option<&Path>) -> Result<NodeReport> {
+    let path = path.ok_or_else(|| anyhow!("a node was started without --out"))?;
+    let text = fs::read_to_string(path)
+        .with_context(|| format!("cannot read the node report {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("bad node report {}", path.display()))
+}
+
+/// Switch counters summed by priority level, with the sampled peaks.
+fn priority_totals(ports: &[ClassStats], peaks: &[(usize, u8, u64)]) -> Vec<PriorityTotals> {
+    let mut by: BTreeMap<u8, PriorityTotals> = BTreeMap::new();
+    for c in ports {
+        let t = by.entry(c.priority).or_insert(PriorityTotals {
+            priority: c.priority,
+            ..Default::default()
+        });
+        t.bytes += c.bytes;
+        t.packets += c.packets;
+        t.drops += c.drops;
+    }
+    for &(_, prio, peak) in peaks {
+        let t = by.entry(prio).or_insert(PriorityTotals {
+            priority: prio,
+            ..Default::default()
+        });
+        t.peak_backlog_bytes = t.peak_backlog_bytes.max(peak);
+    }
+    by.into_values().rev().collect()
+}
+
+/// Homa counters worth reporting, summed over hosts and endpoints.
+const HOMA_COUNTERS: [&str; 9] = [
+    "grants_srpt",
+    "grants_fifo",
+    "data_bytes_retransmitted",
+    "resends_requested",
+    "timeouts",
+    "rpcs_failed",
+    "cutoff_updates",
+    "pacer_holds",
+    "send_drops",
+];
+
+fn homa_counters(reports: &[NodeReport]) -> Vec<(String, u64)> {
+    let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut any = false;
+    for r in reports {
+        if let Some(v) = &r.homa {
+            any = true;
+            add_leaves(v, &mut sums);
+        }
+    }
+    if !any {
+        return Vec::new();
+    }
+    HOMA_COUNTERS
+        .iter()
+        .map(|&k| (k.to_string(), sums.get(k).copied().unwrap_or(0)))
+        .collect()
+}
+
+fn add_leaves(v: &serde_json::Value, sums: &mut BTreeMap<&'static str, u64>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                if let (Some(n), Some(&key)) = (x.as_u64(), HOMA_COUNTERS.iter().find(|c| *c == k))
+                {
+                    *sums.entry(key).or_default() += n;
+                } else {
+                    add_leaves(x, sums);
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| add_leaves(x, sums)),
+        _ => {}
+    }
+}
+
+/// Busy CPU time of the whole machine (all processes and the kernel's
+/// packet processing) over a window, from `/proc/stat`.
+struct CpuWindow {
+    handle: std::thread::JoinHandle<Option<f64>>,
+}
+
+impl CpuWindow {
+    fn measure(t0: Instant, start: Duration, len: Duration) -> Option<CpuWindow> {
+        let handle = std::thread::Builder::new()
+            .name("cpu-window".into())
+            .spawn(move || {
+                std::thread::sleep((t0 + start).saturating_duration_since(Instant::now()));
+                let a = proc_stat()?;
+                let t = Instant::now();
+                std::thread::sleep(len);
+                let b = proc_stat()?;
+                let wall = t.elapsed().as_secs_f64();
+                let hz = 100.0; // USER_HZ: /proc/stat counts in 1/100 s on Linux.
+                Some((b.0 - a.0) as f64 / hz / wall)
+            })
+            .ok()?;
+        Some(CpuWindow { handle })
+    }
+
+    /// Busy cores on average over the window (NaN if unmeasured).
+    fn finish(self) -> f64 {
+        self.handle.join().ok().flatten().unwrap_or(f64::NAN)
+    }
+}
+
+/// (busy, total) jiffies of all CPUs.
+fn proc_stat() -> Option<(u64, u64)> {
+    let text = fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().next()?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3)? + v.get(4)?;
+    Some((total - idle, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_default_per_workload_and_can_be_overridden() {
+        let mut a = BenchArgs {
+            workloads: vec!["w2".into()],
+            variants: vec!["homa".into()],
+            load: 0.8,
+            seconds: 1.0,
+            warmup: 0.0,
+            rates: vec![],
+            tcp_connections: 1,
+            client_max: 10,
+            rtt_us: 100.0,
+            buckets: 10,
+            unloaded_points: 5,
+            unloaded_count: 5,
+            out: "x".into(),
+            name: "t".into(),
+        };
+        assert_eq!(a.rate_for("w5"), 1000);
+        a.rates = vec!["300".into(), "w5=700".into()];
+        assert_eq!(a.rate_for("w2"), 300);
+        assert_eq!(a.rate_for("w5"), 700);
+        assert!(a.validate().is_ok());
+        a.rates = vec!["w5=fast".into()];
+        assert!(a
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("expected Mbit/s"));
+        a.rates = vec![];
+        a.variants = vec!["quic".into()];
+        assert!(a.validate().is_err());
+    }
+
+    #[test]
+    fn priority_totals_sum_ports_and_keep_the_peak() {
+        let c = |port, priority, bytes, drops| ClassStats {
+            port,
+            priority,
+            bytes,
+            packets: 1,
+            drops,
+            backlog_bytes: 0,
+            backlog_packets: 0,
+            overlimits: 0,
+        };
+        let t = priority_totals(
+            &[c(0, 7, 100, 0), c(1, 7, 50, 1), c(0, 0, 10, 2)],
+            &[(0, 7, 3000), (1, 7, 9000), (1, 0, 5)],
+        );
+        assert_eq!(t.len(), 2);
+        assert_eq!(
+            (
+                t[0].priority,
+                t[0].bytes,
+                t[0].drops,
+                t[0].peak_backlog_bytes
+            ),
+            (7, 150, 1, 9000)
+        );
+        assert_eq!((t[1].priority, t[1].packets, t[1].drops), (0, 1, 2));
+    }
+
+    #[test]
+    fn proc_stat_reads_busy_and_total() {
+        let (busy, total) = proc_stat().expect("/proc/stat");
+        assert!(busy <= total && total > 0);
+    }
+}

@@ -1,0 +1,23 @@
+//! `homa-testbed`: an emulated cluster on one Linux machine.
+//!
+//! Every host is a network namespace with one veth link to a switch
+//! namespace. The switch bridges the links and, on each egress port, shapes
+//! traffic to the link rate with eight strict-priority queues selected by
+//! the IP TOS byte, the way a datacenter switch serves Homa's priorities.
+//! Hosts have a plain FIFO NIC at the same rate.
+//!
+//! - [`netns`] builds, inspects and removes the topology;
+//! - [`tc`] holds the queueing-discipline commands and parses their
+//!   statistics;
+//! - [`cleanup`] tears everything down on Ctrl-C or SIGTERM;
+//! - [`bench`] runs Homa and TCP on a testbed, [`analysis`] turns the
+//!   round-trip times into slowdowns, [`report`] writes the results.
+
+#![deny(missing_docs)]
+
+pub mod analysis;
+pub mod bench;
+pub mod cleanup;
+pub mod netns;
+pub mod report;
+pub mod tc;

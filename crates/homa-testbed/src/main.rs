@@ -1,0 +1,236 @@
+//! `testbed`: build, inspect and remove an emulated cluster of network
+//! namespaces behind a strict-priority switch, and run benchmarks on it.
+
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use homa_perf::cluster::{self, ClusterArgs};
+use tracing::{info, warn, Level};
+
+use homa_testbed::bench::{self, BenchArgs};
+use homa_testbed::cleanup;
+use homa_testbed::netns::{self, TestbedSpec};
+
+#[derive(Parser, Debug)]
+#[command(name = "testbed", version, about)]
+struct Cli {
+    /// More log output (-v: debug, which shows every command; -vv: trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Build the testbed (replacing one with the same prefix).
+    Up(UpArgs),
+    /// Remove the testbed and every process inside it.
+    Down(PrefixArg),
+    /// Show the configuration and the queue counters.
+    Status {
+        #[command(flatten)]
+        prefix: PrefixArg,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run Homa and TCP under load and write the report: builds the
+    /// testbed (replacing one with the same prefix), sets the link rate per
+    /// workload, and removes the testbed at the end unless --keep.
+    Bench {
+        #[command(flatten)]
+        topology: BenchTopology,
+        #[command(flatten)]
+        args: BenchArgs,
+    },
+    /// One cluster node (`homa-perf cluster`), as the bench starts it
+    /// inside each host namespace.
+    #[command(hide = true)]
+    Node(Box<ClusterArgs>),
+}
+
+#[derive(Args, Debug)]
+struct BenchTopology {
+    /// Number of hosts (2 to 16).
+    #[arg(long, default_value_t = netns::DEFAULT_HOSTS)]
+    hosts: usize,
+    /// Buffer of each priority queue of a switch port, in kB (1000 bytes).
+    #[arg(long, default_value_t = netns::DEFAULT_BUFFER_BYTES / 1000)]
+    buffer_kb: u64,
+    /// Host NIC queue, in kB (1000 bytes).
+    #[arg(long, default_value_t = netns::DEFAULT_HOST_QUEUE_BYTES / 1000)]
+    host_queue_kb: u64,
+    /// MTU of every link.
+    #[arg(long, default_value_t = netns::DEFAULT_MTU)]
+    mtu: u32,
+    /// Leave the testbed up after the bench.
+    #[arg(long)]
+    keep: bool,
+    #[command(flatten)]
+    prefix: PrefixArg,
+}
+
+#[derive(Args, Debug)]
+struct PrefixArg {
+    /// Prefix of the namespace names, [a-z0-9]{1,10}.
+    #[arg(long, default_value = netns::DEFAULT_PREFIX)]
+    prefix: String,
+}
+
+#[derive(Args, Debug)]
+struct UpArgs {
+    /// Number of hosts (2 to 16).
+    #[arg(long, default_value_t = netns::DEFAULT_HOSTS)]
+    hosts: usize,
+    /// Link rate in Mbit/s.
+    #[arg(long, default_value_t = netns::DEFAULT_RATE_MBIT)]
+    rate_mbit: u64,
+    /// Buffer of each priority queue of a switch port, in kB (1000 bytes).
+    #[arg(long, default_value_t = netns::DEFAULT_BUFFER_BYTES / 1000)]
+    buffer_kb: u64,
+    /// Host NIC queue, in kB (1000 bytes).
+    #[arg(long, default_value_t = netns::DEFAULT_HOST_QUEUE_BYTES / 1000)]
+    host_queue_kb: u64,
+    /// MTU of every link.
+    #[arg(long, default_value_t = netns::DEFAULT_MTU)]
+    mtu: u32,
+    #[command(flatten)]
+    prefix: PrefixArg,
+}
+
+impl UpArgs {
+    fn spec(&self) -> TestbedSpec {
+        TestbedSpec {
+            prefix: self.prefix.prefix.clone(),
+            hosts: self.hosts,
+            rate_mbit: self.rate_mbit,
+            buffer_bytes: self.buffer_kb.saturating_mul(1000),
+            host_queue_bytes: self.host_queue_kb.saturating_mul(1000),
+            mtu: self.mtu,
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let level = match verbose {
+        0 => Level::INFO,
+        1 => Level::DEBUG,
+        _ => Level::TRACE,
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+/// Refuses early, with a clear message, what would otherwise fail halfway.
+fn preflight() -> Result<()> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("testbed creates network namespaces and must run as root");
+    }
+    for tool in ["ip", "tc", "bridge"] {
+        let found = Command::new(tool)
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !found {
+            bail!("`{tool}` (iproute2) is missing; install the iproute2 package");
+        }
+    }
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<()> {
+    // A node runs inside a namespace the bench made; it needs no tools.
+    if !matches!(cli.command, Cmd::Node(_)) {
+        preflight()?;
+    }
+    match cli.command {
+        Cmd::Up(args) => {
+            let spec = args.spec();
+            spec.validate()?;
+            // A Ctrl-C in the middle of `up` must leave nothing behind.
+            cleanup::install(&spec.prefix);
+            netns::up(&spec)?;
+            println!(
+                "testbed '{}' up: {} hosts {}..{} ({}), {} Mbit/s, MTU {}",
+                spec.prefix,
+                spec.hosts,
+                spec.host_ip(0),
+                spec.host_ip(spec.hosts - 1),
+                spec.host_ns(0),
+                spec.rate_mbit,
+                spec.mtu
+            );
+            Ok(())
+        }
+        Cmd::Down(PrefixArg { prefix }) => {
+            if netns::down(&prefix)? {
+                println!("testbed '{prefix}' removed");
+            } else {
+                println!("testbed '{prefix}' was not up");
+            }
+            Ok(())
+        }
+        Cmd::Status { prefix, json } => {
+            let status = netns::status(&prefix.prefix)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print!("{status}");
+            }
+            Ok(())
+        }
+        Cmd::Bench { topology, args } => {
+            let spec = TestbedSpec {
+                prefix: topology.prefix.prefix.clone(),
+                hosts: topology.hosts,
+                rate_mbit: netns::DEFAULT_RATE_MBIT,
+                buffer_bytes: topology.buffer_kb.saturating_mul(1000),
+                host_queue_bytes: topology.host_queue_kb.saturating_mul(1000),
+                mtu: topology.mtu,
+            };
+            spec.validate()?;
+            cleanup::install(&spec.prefix);
+            let result = bench::run(&args, &spec);
+            if topology.keep {
+                info!("testbed '{}' left up (--keep)", spec.prefix);
+            } else if let Err(e) = netns::down(&spec.prefix) {
+                warn!("removing the testbed after the bench: {e:#}");
+            }
+            result
+        }
+        Cmd::Node(args) => {
+            let report = cluster::run_node(&args)?;
+            eprintln!("node: {}", report.summary());
+            let json = report.to_json_string();
+            match &args.out {
+                Some(path) => std::fs::write(path, json + "\n")
+                    .with_context(|| format!("cannot write the report to {}", path.display()))?,
+                None => println!("{json}"),
+            }
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // An error caused by a signal is the handler's to report.
+            cleanup::wait_if_interrupted();
+            eprintln!("testbed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! What `testbed bench` measured, and its rendering as markdown and PNG.
+
+use crate::analysis::{Bucket, Comparison, ShortHalf};
+use crate::tc::ClassStats;
+use homa_sim::output::fmt_size;
+use homa_sim::plot::{slowdown_plot, Series};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Picks one statistic of a bucket.
+type BucketStat = fn(&Bucket) -> f64;
+
+/// One protocol configuration the bench runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// This project's Homa with 8 priority levels.
+    Homa,
+    /// Homa with a single priority level (the paper's Figure 5 question).
+    Homa1Prio,
+    /// Linux TCP.
+    Tcp,
+}
+
+impl Variant {
+    /// Parses `homa`, `homa-1prio` or `tcp`.
+    pub fn parse(s: &str) -> anyhow::Result<Variant> {
+        match s {
+            "homa" => Ok(Variant::Homa),
+            "homa-1prio" => Ok(Variant::Homa1Prio),
+            "tcp" => Ok(Variant::Tcp),
+            _ => anyhow::bail!("unknown variant {s:?}: choose homa, homa-1prio or tcp"),
+        }
+    }
+
+    /// Short name (as on the command line).
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Homa => "homa",
+            Variant::Homa1Prio => "homa-1prio",
+            Variant::Tcp => "tcp",
+        }
+    }
+
+    /// Name in tables and legends.
+    pub fn label(self) -> &'static str {
+        match self {
+            Variant::Homa => "Homa",
+            Variant::Homa1Prio => "Homa, 1 priority",
+            Variant::Tcp => "TCP",
+        }
+    }
+}
+
+/// Switch counters of one priority class, summed over the ports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PriorityTotals {
+    /// Homa priority level (0 lowest, 7 highest; TCP and non-IP use 0).
+    pub priority: u8,
+    /// Bytes sent out of the switch at this level.
+    pub bytes: u64,
+    /// Packets sent.
+    pub packets: u64,
+    /// Packets dropped (buffer full).
+    pub drops: u64,
+    /// Largest backlog seen on any one port at this level (sampled).
+    pub peak_backlog_bytes: u64,
+}
+
+/// One run of one variant on one workload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VariantRun {
+    /// What ran.
+    pub variant: Variant,
+    /// Offered payload per host (Gbit/s), requests plus responses.
+    pub target_gbps: f64,
+    /// Completed payload per host (Gbit/s) in the measured window.
+    pub achieved_gbps: f64,
+    /// RPCs recorded (all hosts).
+    pub completed: u64,
+    /// RPCs that failed.
+    pub errors: u64,
+    /// Arrivals not sent because a client had its maximum outstanding.
+    pub skipped: u64,
+    /// RPCs still incomplete when the run ended.
+    pub unfinished: u64,
+    /// Worst lateness of a load generator against its schedule (µs).
+    pub max_send_lag_us: f64,
+    /// CPU time of all node processes ÷ wall time of the run (cores).
+    pub cpu_cores: f64,
+    /// Slowdown by size range.
+    pub buckets: Vec<Bucket>,
+    /// Slowdown of the shortest half of the messages.
+    pub short_half: ShortHalf,
+    /// Switch counters by priority level over the run.
+    pub switch: Vec<PriorityTotals>,
+    /// Per-port, per-class switch counters over the run.
+    pub ports: Vec<ClassStats>,
+    /// Selected Homa counters summed over hosts (empty for TCP).
+    pub homa_counters: Vec<(String, u64)>,
+}
+
+/// Everything measured on one workload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkloadResult {
+    /// Workload name (w1..w5).
+    pub workload: String,
+    /// Link rate of every port during this workload (Mbit/s).
+    pub rate_mbit: u64,
+    /// Homa's assumed round trip (ns): RTTbytes = rate × this.
+    pub rtt_ns: u64,
+    /// The idle testbed's minimum RTT by size: `(size, ns)`.
+    pub baseline: Vec<(u64, f64)>,
+    /// The runs, in the order they ran.
+    pub runs: Vec<VariantRun>,
+    /// TCP compared with Homa (8 levels), if both ran.
+    pub tcp_vs_homa: Option<Comparison>,
+    /// Homa with 1 level compared with 8 levels, if both ran.
+    pub one_vs_eight: Option<Comparison>,
+}
+
+impl WorkloadResult {
+    /// The run of `variant`, if it ran.
+    pub fn run(&self, variant: Variant) -> Option<&VariantRun> {
+        self.runs.iter().find(|r| r.variant == variant)
+    }
+}
+
+/// The whole bench.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchResult {
+    /// The command line that produced it.
+    pub command: String,
+    /// Hosts in the cluster.
+    pub hosts: usize,
+    /// MTU of every link.
+    pub mtu: u32,
+    /// Switch buffer per port and priority class (bytes).
+    pub buffer_bytes: u64,
+    /// Host NIC queue limit (bytes).
+    pub host_queue_bytes: u64,
+    /// Target load as a fraction of the link rate.
+    pub load: f64,
+    /// Measured seconds per run.
+    pub seconds: f64,
+    /// TCP connections from each client to each server.
+    pub tcp_connections: usize,
+    /// CPUs of the machine.
+    pub cpus: usize,
+    /// Kernel release.
+    pub kernel: String,
+    /// Per-workload results.
+    pub workloads: Vec<WorkloadResult>,
+}
+
+fn f(x: f64) -> String {
+    if !x.is_finite() {
+        "–".into()
+    } else if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn ratio(x: f64) -> String {
+    if x.is_finite() {
+        format!("{}×", f(x))
+    } else {
+        "–".into()
+    }
+}
+
+impl BenchResult {
+    /// The PNG file name of a workload's slowdown plot.
+    pub fn plot_name(workload: &str) -> String {
+        format!("slowdown-{workload}.png")
+    }
+
+    /// Draws one slowdown plot per workload into `dir`.
+    pub fn write_plots(&self, dir: &Path) -> anyhow::Result<()> {
+        for w in &self.workloads {
+            let mut series = Vec::new();
+            for run in &w.runs {
+                let stats: &[(&str, BucketStat)] = if run.variant == Variant::Homa1Prio {
+                    &[("p99", |b| b.p99)]
+                } else {
+                    &[("p50", |b| b.p50), ("p99", |b| b.p99)]
+                };
+                for (name, stat) in stats {
+                    series.push(Series {
+                        label: format!("{} {name}", run.variant.label()),
+                        points: run
+                            .buckets
+                            .iter()
+                            .filter(|b| b.count > 0)
+                            .map(|b| (b.mid_pct(), stat(b)))
+                            .collect(),
+                    });
+                }
+            }
+            let ticks = w
+                .runs
+                .first()
+                .map(|r| size_ticks(&r.buckets))
+                .unwrap_or_default();
+            let title = format!(
+                "{}: slowdown vs message size, {} hosts, {} Mbit/s links, {:.0}% load",
+                w.workload,
+                self.hosts,
+                w.rate_mbit,
+                self.load * 100.0
+            );
+            slowdown_plot(
+                &dir.join(Self::plot_name(&w.workload)),
+                &title,
+                "Slowdown (RTT ÷ idle Homa RTT)",
+                &series,
+                &ticks,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The report, as markdown; plots are referenced under `plot_dir`
+    /// (relative to the markdown file).
+    pub fn to_markdown(&self, plot_dir: &str) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# Testbed: Homa vs TCP on real sockets under load\n");
+        let _ = writeln!(
+            s,
+            "Generated by `{}` on a {}-CPU VM (Linux {}). Do not edit by hand: rerun the command.\n",
+            self.command, self.cpus, self.kernel
+        );
+        let _ = writeln!(s, "## Setup\n");
+        let _ = writeln!(
+            s,
+            "- {} host namespaces, each linked to one switch namespace by a veth pair; MTU {} B.",
+            self.hosts, self.mtu
+        );
+        let _ = writeln!(
+            s,
+            "- Switch egress port toward each host: 8 strict-priority HTB classes chosen by the TOS byte \
+             (Homa priority p = TOS p<<5; TCP uses TOS 0, the lowest class), a {} B bfifo per class, at the link rate.",
+            self.buffer_bytes
+        );
+        let _ = writeln!(
+            s,
+            "- Host egress: one FIFO (HTB at the link rate, {} B bfifo), like a NIC. Segmentation offload is off \
+             (`gso_max_segs 1`), so queues hold MTU-sized packets.",
+            self.host_queue_bytes
+        );
+        let _ = writeln!(
+            s,
+            "- Every host runs `homa-perf cluster`: a server and a client issuing Poisson requests to random other \
+             hosts, sizes from the workload (truncated at 1 MB), responses the size of the request. Offered load \
+             {:.0}% of the link rate per host (request plus response payload sent), {} s measured after a warm-up. \
+             TCP uses {} connection(s) from each client to each server, with requests pipelined on them.",
+            self.load * 100.0,
+            self.seconds,
+            self.tcp_connections
+        );
+        let _ = writeln!(
+            s,
+            "- Slowdown = RTT ÷ the minimum RTT of Homa on the idle testbed for that size (measured first, \
+             one RPC at a time, interpolated between probed sizes). Buckets cut each workload's size CDF into \
+             equal shares of messages; the plots' x axis is linear in the number of messages.\n"
+        );
+
+        let _ = writeln!(s, "## Summary\n");
+        let _ = writeln!(
+            s,
+            "Shortest 50% of messages (sizes up to the workload's median), p99 slowdown; the ratio is TCP ÷ Homa. \
+             \"Worst bucket\" is the smallest TCP ÷ Homa ratio of any size bucket (p50 / p99); below 1 means TCP \
+             was better there.\n"
+        );
+        let _ = writeln!(
+            s,
+            "| workload | link | Homa Gbit/s/host | TCP Gbit/s/host | Homa p99 | Homa 1-prio p99 | TCP p99 | TCP ÷ Homa p99 | TCP ÷ Homa p50 | worst bucket p50 / p99 | buckets better under TCP |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+        for w in &self.workloads {
+            let g = |v: Variant| w.run(v).map(|r| f(r.achieved_gbps)).unwrap_or("–".into());
+            let p99 = |v: Variant| w.run(v).map(|r| f(r.short_half.p99)).unwrap_or("–".into());
+            let (r99, r50, worst, better) = match &w.tcp_vs_homa {
+                Some(c) => (
+                    ratio(c.short_half_p99_ratio),
+                    ratio(c.short_half_p50_ratio),
+                    format!(
+                        "{} / {}",
+                        ratio(c.worst_bucket_p50_ratio),
+                        ratio(c.worst_bucket_p99_ratio)
+                    ),
+                    if c.buckets_better_under_other.is_empty() {
+                        "none".to_string()
+                    } else {
+                        c.buckets_better_under_other
+                            .iter()
+                            .map(|&b| format!("≤{}", fmt_size(b)))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    },
+                ),
+                None => ("–".into(), "–".into(), "–".into(), "–".into()),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} Mbit/s | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                w.workload,
+                w.rate_mbit,
+                g(Variant::Homa),
+                g(Variant::Tcp),
+                p99(Variant::Homa),
+                p99(Variant::Homa1Prio),
+                p99(Variant::Tcp),
+                r99,
+                r50,
+                worst,
+                better
+            );
+        }
+        let _ = writeln!(s);
+
+        let _ = writeln!(s, "## Runs\n");
+        let _ = writeln!(
+            s,
+            "Achieved = payload of the RPCs completed in the window, per host. CPU = CPU time of all node \
+             processes ÷ run time (this machine has {} CPUs); skipped = Poisson arrivals not sent because the \
+             client already had its maximum outstanding; lag = worst lateness of a generator against its schedule.\n",
+            self.cpus
+        );
+        let _ = writeln!(
+            s,
+            "| workload | variant | offered Gbit/s/host | achieved | RPCs | errors | unfinished | skipped | lag µs | CPU cores | switch drops |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+        for w in &self.workloads {
+            for r in &w.runs {
+                let drops: u64 = r.switch.iter().map(|p| p.drops).sum();
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.2} | {} |",
+                    w.workload,
+                    r.variant.label(),
+                    f(r.target_gbps),
+                    f(r.achieved_gbps),
+                    r.completed,
+                    r.errors,
+                    r.unfinished,
+                    r.skipped,
+                    r.max_send_lag_us,
+                    r.cpu_cores,
+                    drops
+                );
+            }
+        }
+        let _ = writeln!(s);
+
+        for w in &self.workloads {
+            let _ = writeln!(s, "## {}\n", w.workload);
+            let _ = writeln!(
+                s,
+                "![{} slowdown]({}/{})\n",
+                w.workload,
+                plot_dir,
+                Self::plot_name(&w.workload)
+            );
+            let _ = writeln!(
+                s,
+                "Links {} Mbit/s; Homa's RTTbytes assume a {:.0} µs round trip ({} B). Idle minimum RTT: {}.\n",
+                w.rate_mbit,
+                w.rtt_ns as f64 / 1e3,
+                w.rate_mbit * w.rtt_ns / 8_000,
+                idle_summary(&w.baseline)
+            );
+            let mut header = String::from("| sizes | % of messages |");
+            let mut rule = String::from("|---|---|");
+            for r in &w.runs {
+                let _ = write!(
+                    header,
+                    " {} p50 | {} p99 |",
+                    r.variant.label(),
+                    r.variant.label()
+                );
+                rule.push_str("---|---|");
+            }
+            if w.run(Variant::Tcp).is_some() && w.run(Variant::Homa).is_some() {
+                header.push_str(" TCP ÷ Homa p99 |");
+                rule.push_str("---|");
+            }
+            let _ = writeln!(s, "{header}\n{rule}");
+            let n = w.runs.first().map_or(0, |r| r.buckets.len());
+            for i in 0..n {
+                let b0 = &w.runs[0].buckets[i];
+                let _ = write!(
+                    s,
+                    "| {}–{} | {:.0}–{:.0} |",
+                    fmt_size(b0.min_size),
+                    fmt_size(b0.max_size),
+                    b0.lo_pct,
+                    b0.hi_pct
+                );
+                for r in &w.runs {
+                    let b = &r.buckets[i];
+                    let _ = write!(s, " {} | {} |", f(b.p50), f(b.p99));
+                }
+                if let (Some(t), Some(h)) = (w.run(Variant::Tcp), w.run(Variant::Homa)) {
+                    let _ = write!(s, " {} |", ratio(t.buckets[i].p99 / h.buckets[i].p99));
+                }
+                let _ = writeln!(s);
+            }
+            let _ = writeln!(s);
+            if let Some(c) = &w.one_vs_eight {
+                let _ = writeln!(
+                    s,
+                    "Homa with 1 priority level ÷ 8 levels, shortest half: p99 {}, p50 {}; worst bucket p50 / p99 {} / {}.\n",
+                    ratio(c.short_half_p99_ratio),
+                    ratio(c.short_half_p50_ratio),
+                    ratio(c.worst_bucket_p50_ratio),
+                    ratio(c.worst_bucket_p99_ratio)
+                );
+            }
+            let _ = writeln!(
+                s,
+                "Switch queues (`tc -s`, all ports; peak backlog sampled every 250 ms on any one port):\n"
+            );
+            let _ = writeln!(
+                s,
+                "| variant | priority | packets | bytes | drops | peak backlog |\n|---|---|---|---|---|---|"
+            );
+            for r in &w.runs {
+                for p in r.switch.iter().filter(|p| p.packets > 0 || p.drops > 0) {
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {} | {} | {} | {} |",
+                        r.variant.label(),
+                        p.priority,
+                        p.packets,
+                        fmt_size(p.bytes),
+                        p.drops,
+                        fmt_size(p.peak_backlog_bytes)
+                    );
+                }
+            }
+            let _ = writeln!(s);
+            for r in &w.runs {
+                if !r.homa_counters.is_empty() {
+                    let list = r
+                        .homa_counters
+                        .iter()
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let _ = writeln!(s, "{} counters (all hosts): {list}.\n", r.variant.label());
+                }
+            }
+        }
+        s
+    }
+}
+
+/// "100B 45µs, 10KB 120µs, …": a few points of the idle baseline.
+fn idle_summary(points: &[(u64, f64)]) -> String {
+    if points.is_empty() {
+        return "none".into();
+    }
+    let picks = [0, points.len() / 2, points.len() - 1];
+    let mut out: Vec<String> = Vec::new();
+    for (k, &i) in picks.iter().enumerate() {
+        if k > 0 && i == picks[k - 1] {
+            continue;
+        }
+        let (size, ns) = points[i];
+        out.push(format!("{} {:.0} µs", fmt_size(size), ns / 1e3));
+    }
+    out.join(", ")
+}
+
+/// X-axis labels: the upper size of some buckets, at their right edge,
+/// skipping labels that would overlap (closer than 6 percentage points).
+fn size_ticks(buckets: &[Bucket]) -> Vec<(f64, String)> {
+    let mut ticks: Vec<(f64, String)> = Vec::new();
+    for b in buckets {
+        if ticks.last().is_some_and(|t| b.hi_pct - t.0 < 6.0) {
+            continue;
+        }
+        ticks.push((b.hi_pct.min(99.5), fmt_size(b.max_size)));
+    }
+    ticks
+}
