@@ -455,6 +455,34 @@ impl Endpoint {
         Some(t)
     }
 
+    /// Like [`Self::poll_transmit`], but only a packet of fewer than
+    /// `max_len` bytes (Homa header included): a control packet, or data of
+    /// the message SRPT would send next when its next packet is that small.
+    /// A driver whose pacer is holding back a full-size packet uses this to
+    /// let small packets bypass the pacer, as Homa/Linux does; otherwise a
+    /// grant or a one-packet message would wait behind the held packet.
+    pub fn poll_transmit_small(&mut self, now: Nanos, max_len: usize) -> Option<Transmit> {
+        if let Some(t) = self.control.front() {
+            return if t.len() < max_len {
+                self.poll_transmit(now)
+            } else {
+                None
+            };
+        }
+        let id = self.sendable.shortest()?;
+        let chunk = self
+            .rpcs
+            .get(&id)
+            .and_then(|rpc| rpc.msgout.as_ref())
+            .and_then(|m| m.next_chunk_len(self.config.max_payload()))?;
+        if DATA_HEADER_LEN + (chunk as usize) >= max_len {
+            return None;
+        }
+        let t = self.data_packet_of(id)?;
+        self.metrics.sent.count(t.packet_type, t.len());
+        Some(t)
+    }
+
     fn next_data_packet(&mut self) -> Option<Transmit> {
         let fraction = self.config.pacer_fifo_fraction as u64;
         let fifo_turn =
@@ -467,6 +495,11 @@ impl Endpoint {
         if fifo_turn && self.sendable.shortest() != Some(id) {
             self.metrics.pacer_fifo_packets += 1;
         }
+        self.data_packet_of(id)
+    }
+
+    /// The next packet of sendable RPC `id`'s outgoing message.
+    fn data_packet_of(&mut self, id: RpcId) -> Option<Transmit> {
         self.data_packets += 1;
         let max_payload = self.config.max_payload();
         let rpc = self.rpcs.get_mut(&id).expect("sendable RPC exists");

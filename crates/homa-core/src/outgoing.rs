@@ -103,6 +103,21 @@ impl OutMessage {
         }
     }
 
+    /// Payload bytes of the packet [`Self::next_chunk`] would take now,
+    /// without taking it.
+    pub fn next_chunk_len(&self, max_payload: u32) -> Option<u32> {
+        if let Some(&(start, end, _)) = self.resend.front() {
+            return Some((end - start).min(max_payload));
+        }
+        if self.length == 0 {
+            return (!self.empty_sent).then_some(0);
+        }
+        if self.next_offset >= self.granted {
+            return None;
+        }
+        Some((self.granted - self.next_offset).min(max_payload))
+    }
+
     /// Takes the next packet: retransmissions first, then new bytes.
     pub fn next_chunk(&mut self, max_payload: u32) -> Option<Chunk> {
         if let Some((start, end, priority)) = self.resend.pop_front() {

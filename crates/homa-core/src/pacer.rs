@@ -36,6 +36,11 @@ impl Pacer {
         }
     }
 
+    /// Packets smaller than this (IP bytes) are neither held nor counted.
+    pub fn bypass_bytes(&self) -> usize {
+        self.bypass_bytes
+    }
+
     /// Time the link needs for a packet of `ip_bytes`.
     pub fn wire_time(&self, ip_bytes: usize) -> Nanos {
         ((ip_bytes as u64 + ETHERNET_OVERHEAD) * 8_000).div_ceil(self.link_mbps)

@@ -62,9 +62,6 @@ struct BenchTopology {
     /// Host NIC queue, in kB (1000 bytes).
     #[arg(long, default_value_t = netns::DEFAULT_HOST_QUEUE_BYTES / 1000)]
     host_queue_kb: u64,
-    /// MTU of every link.
-    #[arg(long, default_value_t = netns::DEFAULT_MTU)]
-    mtu: u32,
     /// Leave the testbed up after the bench.
     #[arg(long)]
     keep: bool,
@@ -195,7 +192,7 @@ fn run(cli: Cli) -> Result<()> {
                 rate_mbit: netns::DEFAULT_RATE_MBIT,
                 buffer_bytes: topology.buffer_kb.saturating_mul(1000),
                 host_queue_bytes: topology.host_queue_kb.saturating_mul(1000),
-                mtu: topology.mtu,
+                mtu: netns::DEFAULT_MTU,
             };
             spec.validate()?;
             cleanup::install(&spec.prefix);

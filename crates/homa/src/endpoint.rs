@@ -465,15 +465,29 @@ impl Inner {
                 }
                 p.on_send(now, ip_bytes);
             }
-            if let Some((rate, rng)) = st.faults.as_mut() {
-                if rng.gen_bool(rate.clamp(0.0, 1.0)) {
-                    self.stats.injected_drops.fetch_add(1, Ordering::Relaxed);
-                    continue;
+            self.push_unless_injected_drop(st, &mut out, t);
+        }
+        // Packets small enough to bypass the pacer (grants, acks, one-packet
+        // messages) must not wait behind the full-size packet it holds.
+        if st.held.is_some() {
+            if let Some(bypass) = st.pacer.as_ref().map(|p| p.bypass_bytes()) {
+                let max_len = bypass.saturating_sub(lower);
+                while let Some(t) = st.core.poll_transmit_small(now, max_len) {
+                    self.push_unless_injected_drop(st, &mut out, t);
                 }
             }
-            out.push(t);
         }
         out
+    }
+
+    fn push_unless_injected_drop(&self, st: &mut State, out: &mut Output, t: Transmit) {
+        if let Some((rate, rng)) = st.faults.as_mut() {
+            if rng.gen_bool(rate.clamp(0.0, 1.0)) {
+                self.stats.injected_drops.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        out.push(t);
     }
 
     /// Hands packets to the kernel, up to 64 per system call.

@@ -578,6 +578,34 @@ fn sender_sends_shortest_remaining_first_and_control_before_data() {
 }
 
 #[test]
+fn small_packets_can_be_taken_while_a_full_one_waits_for_the_pacer() {
+    let mut e = Endpoint::new(Config::default(), addr(0), 0).unwrap();
+    e.send_request(0, addr(1), payload(30_000, 0)).unwrap();
+    // The driver's pacer holds the long message's first packet...
+    let held = e.poll_transmit(0).map(whole).unwrap();
+    assert_eq!(held.dst, addr(1));
+    // ...so nothing small is waiting yet: the next data packet is full-size.
+    assert!(e.poll_transmit_small(0, 1000).is_none());
+    // A one-packet message sent meanwhile may bypass the pacer.
+    e.send_request(0, addr(2), payload(200, 0)).unwrap();
+    let small = e.poll_transmit_small(0, 1000).map(whole).unwrap();
+    assert_eq!((small.dst, small.packet_type), (addr(2), PacketType::Data));
+    assert!(small.len() < 1000);
+    assert!(e.poll_transmit_small(0, 1000).is_none());
+    // The long message goes on where it left off.
+    let next = e.poll_transmit(0).map(whole).unwrap();
+    let Body::Data { header, .. } = parse(&next).body else {
+        panic!("not data")
+    };
+    assert_eq!(header.offset, Config::default().max_payload());
+    // A packet at exactly the limit is not small.
+    e.send_request(0, addr(3), payload(100, 0)).unwrap();
+    let len = 100 + homa_wire::DATA_HEADER_LEN;
+    assert!(e.poll_transmit_small(0, len).is_none());
+    assert!(e.poll_transmit_small(0, len + 1).is_some());
+}
+
+#[test]
 fn pacer_fifo_share_serves_the_oldest_message() {
     let mut e = Endpoint::new(Config::default(), addr(0), 0).unwrap();
     e.send_request(0, addr(1), payload(40_000, 0)).unwrap();

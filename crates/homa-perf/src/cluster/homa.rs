@@ -2,9 +2,8 @@
 //! automatic port) next to the node's server endpoint.
 
 use super::unloaded::Prober;
-use super::{endpoint_stats, lock, Issuer, Pending, Plan, ResponseSize, Tally};
+use super::{lock, Issuer, Pending, Plan, ResponseSize, Tally};
 use crate::error::PerfError;
-use crate::homa_rpc;
 use ::homa::{Endpoint, RpcId};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -72,11 +71,6 @@ impl Requests {
             }
         }
     }
-}
-
-/// The client endpoint, bound to the node's IP with an automatic port.
-fn bind_client(plan: &Plan) -> Result<Endpoint, PerfError> {
-    homa_rpc::bind(SocketAddr::new(plan.me.ip(), 0), plan.homa_config.clone())
 }
 
 /// Waits until every peer's server answers a tiny RPC, or errs naming the
@@ -147,9 +141,15 @@ pub(super) struct LoadedHoma {
 }
 
 impl LoadedHoma {
-    /// Binds the client, waits for the peers and starts the receiver.
-    pub(super) fn start(plan: &Plan, ready_deadline: Instant) -> Result<LoadedHoma, PerfError> {
-        let ep = bind_client(plan)?;
+    /// Waits for the peers and starts the receiver. `ep` is the node's
+    /// server endpoint: one endpoint per host, as one Homa socket can be
+    /// client and server, so one pacer sees everything the host sends (two
+    /// pacers would each fill the NIC queue).
+    pub(super) fn start(
+        plan: &Plan,
+        ready_deadline: Instant,
+        ep: Endpoint,
+    ) -> Result<LoadedHoma, PerfError> {
         wait_ready(&ep, &plan.peers, ready_deadline, plan.ready_timeout)?;
         let wants = plan
             .masses
@@ -180,20 +180,15 @@ impl LoadedHoma {
         })
     }
 
-    /// Drains, stops the receiver, closes the endpoint. Returns the
-    /// outcomes and the endpoint's counters.
-    pub(super) fn finish(
-        mut self,
-        drain: Duration,
-    ) -> Result<(Tally, serde_json::Value), PerfError> {
+    /// Drains and stops the receiver (the endpoint keeps serving until the
+    /// node shuts its server down). Returns the outcomes.
+    pub(super) fn finish(mut self, drain: Duration) -> Result<Tally, PerfError> {
         super::drain_wait(|| self.outstanding(), drain);
         let tally = self.stop_receiver();
-        let stats = endpoint_stats(&self.ep);
-        self.ep.shutdown();
         tally
             .map(|mut t| {
                 t.merge(std::mem::take(&mut self.send_failures));
-                (t, stats)
+                t
             })
             .map_err(PerfError::from_panic)
     }
@@ -222,7 +217,6 @@ impl Drop for LoadedHoma {
         // keeps the receiver from outliving the client.
         if self.receiver.is_some() {
             let _ = self.stop_receiver();
-            self.ep.shutdown();
         }
     }
 }
@@ -341,13 +335,14 @@ pub(super) struct ProbeHoma {
 }
 
 impl ProbeHoma {
-    /// Binds the client and waits for the peers.
+    /// Waits for the peers; `ep` is the node's server endpoint (see
+    /// [`LoadedHoma::start`]).
     pub(super) fn start(
         plan: &Plan,
         sizes: &[u64],
         ready_deadline: Instant,
+        ep: Endpoint,
     ) -> Result<ProbeHoma, PerfError> {
-        let ep = bind_client(plan)?;
         wait_ready(&ep, &plan.peers, ready_deadline, plan.ready_timeout)?;
         let wants = sizes
             .iter()
@@ -361,13 +356,6 @@ impl ProbeHoma {
             response: plan.response,
             timeout: plan.timeout,
         })
-    }
-
-    /// Closes the endpoint; returns its counters.
-    pub(super) fn finish(self) -> serde_json::Value {
-        let stats = endpoint_stats(&self.ep);
-        self.ep.shutdown();
-        stats
     }
 }
 

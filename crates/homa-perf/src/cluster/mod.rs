@@ -423,20 +423,16 @@ pub fn run_node(args: &ClusterArgs) -> Result<NodeReport, PerfError> {
             report.seconds = t.as_secs_f64();
             None
         }
-        Mode::Loaded => Some(run_loaded(&plan, &mut report)?),
-        Mode::Unloaded => Some(run_unloaded(&plan, &mut report)?),
+        Mode::Loaded => Some(run_loaded(&plan, server.homa_endpoint(), &mut report)?),
+        Mode::Unloaded => Some(run_unloaded(&plan, server.homa_endpoint(), &mut report)?),
     };
     if client.is_some() {
         std::thread::sleep(plan.linger);
     }
-    if plan.protocol == Protocol::Homa {
+    if let Some(ep) = server.homa_endpoint() {
+        // One endpoint served and sent this node's requests.
         let mut stats = serde_json::Map::new();
-        if let Some(Some(c)) = client {
-            stats.insert("client".into(), c);
-        }
-        if let Some(ep) = server.homa_endpoint() {
-            stats.insert("server".into(), endpoint_stats(ep));
-        }
+        stats.insert("endpoint".into(), endpoint_stats(ep));
         report.homa = Some(serde_json::Value::Object(stats));
     }
     server.shutdown();
@@ -950,30 +946,32 @@ fn drain_wait(outstanding: impl Fn() -> usize, drain: Duration) {
     }
 }
 
-/// Readiness check, load, drain; fills the report. Returns the client
-/// endpoint's counters (Homa).
+/// Readiness check, load, drain; fills the report. `ep` is the server's
+/// Homa endpoint, which the Homa client shares.
 fn run_loaded(
     plan: &Plan,
+    ep: Option<&::homa::Endpoint>,
     report: &mut NodeReport,
-) -> Result<Option<serde_json::Value>, PerfError> {
+) -> Result<(), PerfError> {
     let Some(sizes) = &plan.sizes else {
         return Err(PerfError::Usage("no request sizes given".into()));
     };
     let ready_deadline = Instant::now() + plan.ready_timeout;
-    let (generated, tally, stats) = match plan.protocol {
-        Protocol::Homa => {
-            let mut client = homa::LoadedHoma::start(plan, ready_deadline)?;
+    let (generated, tally) = match (plan.protocol, ep) {
+        (Protocol::Homa, Some(ep)) => {
+            let mut client = homa::LoadedHoma::start(plan, ready_deadline, ep.clone())?;
             let t0 = Instant::now();
             let generated = generate(&mut client, plan, sizes, t0);
-            let (tally, stats) = client.finish(plan.drain)?;
-            (generated?, tally, Some(stats))
+            let tally = client.finish(plan.drain)?;
+            (generated?, tally)
         }
+        (Protocol::Homa, None) => return Err(no_endpoint()),
         _ => {
             let mut client = tcp::LoadedTcp::start(plan, ready_deadline)?;
             let t0 = Instant::now();
             let generated = generate(&mut client, plan, sizes, t0);
             let tally = client.finish(plan.drain)?;
-            (generated?, tally, None)
+            (generated?, tally)
         }
     };
     tally.into_report(report);
@@ -988,14 +986,19 @@ fn run_loaded(
             plan.client_max
         );
     }
-    Ok(stats)
+    Ok(())
+}
+
+fn no_endpoint() -> PerfError {
+    PerfError::Usage("the Homa server has no endpoint to send requests from".into())
 }
 
 /// Readiness check and the one-at-a-time probes; fills the report.
 fn run_unloaded(
     plan: &Plan,
+    ep: Option<&::homa::Endpoint>,
     report: &mut NodeReport,
-) -> Result<Option<serde_json::Value>, PerfError> {
+) -> Result<(), PerfError> {
     let sizes = match &plan.sizes {
         Some(SizeSpec::Fixed(n)) => vec![*n as u64],
         Some(SizeSpec::Workload { workload, max }) => {
@@ -1004,22 +1007,22 @@ fn run_unloaded(
         None => return Err(PerfError::Usage("no request sizes given".into())),
     };
     let ready_deadline = Instant::now() + plan.ready_timeout;
-    let (probed, stats) = match plan.protocol {
-        Protocol::Homa => {
-            let mut client = homa::ProbeHoma::start(plan, &sizes, ready_deadline)?;
-            let probed = unloaded::probe(&mut client, plan, &sizes);
-            (probed, Some(client.finish()))
+    let probed = match (plan.protocol, ep) {
+        (Protocol::Homa, Some(ep)) => {
+            let mut client = homa::ProbeHoma::start(plan, &sizes, ready_deadline, ep.clone())?;
+            unloaded::probe(&mut client, plan, &sizes)
         }
+        (Protocol::Homa, None) => return Err(no_endpoint()),
         _ => {
             let mut client = tcp::ProbeTcp::start(plan, ready_deadline)?;
-            (unloaded::probe(&mut client, plan, &sizes), None)
+            unloaded::probe(&mut client, plan, &sizes)
         }
     };
     report.issued = probed.issued;
     report.seconds = probed.elapsed.as_secs_f64();
     report.unloaded = probed.points;
     probed.tally.into_report(report);
-    Ok(stats)
+    Ok(())
 }
 
 #[cfg(test)]
