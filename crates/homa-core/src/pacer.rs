@@ -5,8 +5,9 @@
 //! so the driver hands a packet to the kernel only while the estimated time
 //! at which the NIC will have sent everything queued (`idle_at`) is at most
 //! `max_queue_ns` ahead of now. The estimate advances by each packet's wire
-//! time at the link rate. Small packets (below `bypass_bytes`) may skip the
-//! pacer, as in Linux: they cannot be generated faster than the link sends.
+//! time at the link rate. Small packets (below `bypass_bytes`) are never held,
+//! as in Linux, but their time counts: the queue they make delays the next
+//! full-size packet.
 
 use crate::Nanos;
 
@@ -26,7 +27,7 @@ pub struct Pacer {
 impl Pacer {
     /// A pacer for a link of `link_mbps` that lets at most `max_queue_ns` of
     /// transmission time wait in the NIC; packets smaller than `bypass_bytes`
-    /// are neither held nor counted.
+    /// are never held (but are counted).
     pub fn new(link_mbps: u64, max_queue_ns: u64, bypass_bytes: usize) -> Pacer {
         Pacer {
             link_mbps: link_mbps.max(1),
@@ -36,7 +37,7 @@ impl Pacer {
         }
     }
 
-    /// Packets smaller than this (IP bytes) are neither held nor counted.
+    /// Packets smaller than this (IP bytes) are never held.
     pub fn bypass_bytes(&self) -> usize {
         self.bypass_bytes
     }
@@ -57,10 +58,10 @@ impl Pacer {
     }
 
     /// Records that a packet of `ip_bytes` went to the NIC at `now`.
+    /// Small packets count too (as in Homa/Linux): they are never held, but
+    /// the NIC queue they make delays the next full-size packet. On a slow
+    /// link the CPU can generate small packets faster than the link sends.
     pub fn on_send(&mut self, now: Nanos, ip_bytes: usize) {
-        if ip_bytes < self.bypass_bytes {
-            return;
-        }
         self.idle_at = self.idle_at.max(now) + self.wire_time(ip_bytes);
     }
 
@@ -87,10 +88,10 @@ mod tests {
         assert!(!p.may_send(0, 1_500));
         assert_eq!(p.next_send_time(0), 462);
         assert!(p.may_send(462, 1_500));
-        // Small packets bypass and are not counted.
+        // Small packets are never held, but they do count: 238 B → 191 ns.
         assert!(p.may_send(0, 200));
         p.on_send(0, 200);
-        assert_eq!(p.queued_ns(0), 2_462);
+        assert_eq!(p.queued_ns(0), 2_462 + 191);
         // An idle link starts from now.
         p.on_send(1_000_000, 1_500);
         assert_eq!(p.queued_ns(1_000_000), 1_231);

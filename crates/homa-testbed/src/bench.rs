@@ -33,17 +33,17 @@ const BACKLOG_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Default link per workload: (name, rate in Mbit/s, MTU in bytes).
 ///
-/// Two cores must generate, carry and absorb 80% of the link on every
-/// host at once, with CPU to spare: otherwise the measurement is of the
-/// CPU scheduler, not of the network. On this kind of machine the whole
-/// emulated cluster (4 hosts) handles about 15,000 RPCs/s or 45,000
-/// packets/s before both cores are busy, so
-/// - short-message workloads are limited by RPCs per second: w1/w2 get
-///   20 Mbit/s and w3 100 Mbit/s (about 8,000 RPCs/s in all), with
-///   1500-byte frames, which cost little CPU at these rates and keep a
-///   frame's transmission time (60–600 µs) from dwarfing a round trip;
-/// - long-message workloads are limited by packets per second: w4/w5 get
-///   400 Mbit/s with 9000-byte frames (about 18,000 packets/s).
+/// Two cores must generate, carry and absorb 80% of every host's link at
+/// once with CPU to spare, or the measurement is of the CPU scheduler, not
+/// the network. Measured here (4 hosts, Homa, 80% load): w2 at 20 Mbit/s
+/// and w4/w5 at 400 Mbit/s keep ~0.7-1.0 of the 2 cores busy, w3 at
+/// 100 Mbit/s ~1.5; w3 at 500 Mbit/s or w4 at 1 Gbit/s saturate both.
+/// - Short-message workloads are limited by RPCs per second (each costs
+///   ~100 µs of CPU across both ends and the emulated network), so they
+///   get slow links and 1500-byte frames, which cost little CPU at these
+///   rates and keep a frame's transmission time close to a round trip.
+/// - Long-message workloads are limited by packets per second, so they get
+///   9000-byte frames (180 µs at 400 Mbit/s).
 pub const DEFAULT_LINKS: [(&str, u64, u32); 5] = [
     ("w1", 20, 1500),
     ("w2", 20, 1500),
@@ -101,6 +101,43 @@ pub fn offered_gbps(load: f64, rate_mbit: u64, mtu: u32, workload: &Workload) ->
     load * rate_mbit as f64 / 1000.0 / wire_factor(workload, mtu)
 }
 
+/// `config` with `key=value` overrides (dotted TOML keys, TOML values)
+/// applied and the result validated as the runtime will.
+pub fn apply_overrides(config: &homa::Config, sets: &[String]) -> Result<homa::Config> {
+    if sets.is_empty() {
+        return Ok(config.clone());
+    }
+    let mut tree = toml::Value::try_from(config).context("cannot represent the configuration")?;
+    for set in sets {
+        let (key, value) = set
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--homa-set {set:?}: expected key=value"))?;
+        let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {}", value.trim()))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .ok_or_else(|| anyhow!("--homa-set {set:?}: {value:?} is not a TOML value"))?;
+        let mut node = &mut tree;
+        let parts: Vec<&str> = key.trim().split('.').collect();
+        for (i, part) in parts.iter().enumerate() {
+            let table = node
+                .as_table_mut()
+                .ok_or_else(|| anyhow!("--homa-set {set:?}: {part:?} is not in a table"))?;
+            if i + 1 == parts.len() {
+                if !table.contains_key(*part) {
+                    bail!("--homa-set {set:?}: the configuration has no key {key:?}");
+                }
+                table.insert(part.to_string(), value.clone());
+                break;
+            }
+            node = table
+                .get_mut(*part)
+                .ok_or_else(|| anyhow!("--homa-set {set:?}: no table {part:?}"))?;
+        }
+    }
+    let text = toml::to_string(&tree)?;
+    homa::Config::from_toml_str(&text).map_err(|e| anyhow!("--homa-set: {e}"))
+}
+
 /// Options of `testbed bench`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -143,6 +180,11 @@ pub struct BenchArgs {
     /// (measured on w4: short-message p99 slowdown 24 at 0.5, 37 at 1).
     #[arg(long, default_value_t = 0.5)]
     pub nic_queue_packets: f64,
+    /// Overrides of the generated Homa configuration, as TOML
+    /// `key=value` pairs with dotted keys, e.g.
+    /// `core.fifo_grant_fraction=100` (comma-separated).
+    #[arg(long = "homa-set", value_delimiter = ',')]
+    pub homa_set: Vec<String>,
     /// Size buckets per workload (equal shares of messages).
     #[arg(long, default_value_t = 20)]
     pub buckets: usize,
@@ -286,7 +328,6 @@ pub fn run(args: &BenchArgs, spec: &TestbedSpec) -> Result<()> {
     let result = BenchResult {
         command: command_line(),
         hosts: spec.hosts,
-        mtu: spec.mtu,
         buffer_bytes: spec.buffer_bytes,
         host_queue_bytes: spec.host_queue_bytes,
         load: args.load,
@@ -296,9 +337,29 @@ pub fn run(args: &BenchArgs, spec: &TestbedSpec) -> Result<()> {
         kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
+        homa_config: homa_config_summary(args),
         workloads: results,
     };
     write_report(args, &result)
+}
+
+fn homa_config_summary(args: &BenchArgs) -> String {
+    let rtt = match args.rtt_us {
+        Some(us) => format!("RTTbytes = link rate × {us} µs"),
+        None => format!("RTTbytes = link rate × ({SOFTWARE_RTT_US:.0} µs + 2 frame times)"),
+    };
+    let mut s = format!(
+        "the runtime over UDP, one endpoint per host (client and server share it, so one pacer \
+         sees all its traffic); {rtt}; the pacer keeps at most {} frame(s) in the NIC queue, \
+         small packets bypass it but count; timer tick 10 round trips (≥ 1 ms); threads sleep \
+         instead of polling (10 processes share 2 cores); no segmentation offload",
+        args.nic_queue_packets
+    );
+    if !args.homa_set.is_empty() {
+        s.push_str(&format!("; overrides: {}", args.homa_set.join(", ")));
+    }
+    s.push('.');
+    s
 }
 
 fn command_line() -> String {
@@ -379,6 +440,7 @@ impl RunCtx<'_> {
             poll_us: 0,
             ..base
         };
+        let config = apply_overrides(&config, &self.args.homa_set)?;
         let path = self.work.join(format!("homa-{priorities}prio.toml"));
         let text = toml::to_string(&config).context("cannot write the Homa configuration")?;
         fs::write(&path, text)?;
@@ -429,6 +491,8 @@ impl RunCtx<'_> {
         Ok(WorkloadResult {
             workload: name.to_string(),
             rate_mbit: self.spec.rate_mbit,
+            mtu: self.spec.mtu,
+            wire_factor: wire_factor(workload, self.spec.mtu),
             rtt_ns: self.rtt_ns,
             baseline: baseline.points().to_vec(),
             runs,
@@ -772,6 +836,7 @@ mod tests {
             client_max: 10,
             rtt_us: None,
             nic_queue_packets: 1.0,
+            homa_set: vec![],
             buckets: 10,
             unloaded_points: 5,
             unloaded_count: 5,
@@ -814,6 +879,23 @@ mod tests {
         assert!(wire_factor(&w5, 9000) < 1.02);
         let g = offered_gbps(0.8, 1000, 9000, &w5);
         assert!(g < 0.8 && g > 0.78, "{g}");
+    }
+
+    #[test]
+    fn homa_overrides_change_keys_and_refuse_unknown_ones() {
+        let base = homa::Config::default();
+        let c = apply_overrides(
+            &base,
+            &["core.fifo_grant_fraction=200".into(), "poll_us = 7".into()],
+        )
+        .unwrap();
+        assert_eq!(c.core.fifo_grant_fraction, 200);
+        assert_eq!(c.poll_us, 7);
+        assert!(apply_overrides(&base, &["core.nonsense=1".into()]).is_err());
+        assert!(apply_overrides(&base, &["poll_us".into()]).is_err());
+        assert!(apply_overrides(&base, &["poll_us=[".into()]).is_err());
+        // Values are checked like a configuration file.
+        assert!(apply_overrides(&base, &["core.mtu=\"big\"".into()]).is_err());
     }
 
     #[test]

@@ -108,6 +108,10 @@ pub struct WorkloadResult {
     pub workload: String,
     /// Link rate of every port during this workload (Mbit/s).
     pub rate_mbit: u64,
+    /// MTU of every link during this workload (bytes).
+    pub mtu: u32,
+    /// Link bytes per payload byte of this workload (headers included).
+    pub wire_factor: f64,
     /// Homa's assumed round trip (ns): RTTbytes = rate × this.
     pub rtt_ns: u64,
     /// The idle testbed's minimum RTT by size: `(size, ns)`.
@@ -134,8 +138,6 @@ pub struct BenchResult {
     pub command: String,
     /// Hosts in the cluster.
     pub hosts: usize,
-    /// MTU of every link.
-    pub mtu: u32,
     /// Switch buffer per port and priority class (bytes).
     pub buffer_bytes: u64,
     /// Host NIC queue limit (bytes).
@@ -150,6 +152,8 @@ pub struct BenchResult {
     pub cpus: usize,
     /// Kernel release.
     pub kernel: String,
+    /// How the Homa runtime was configured, in words.
+    pub homa_config: String,
     /// Per-workload results.
     pub workloads: Vec<WorkloadResult>,
 }
@@ -238,8 +242,9 @@ impl BenchResult {
         let _ = writeln!(s, "## Setup\n");
         let _ = writeln!(
             s,
-            "- {} host namespaces, each linked to one switch namespace by a veth pair; MTU {} B.",
-            self.hosts, self.mtu
+            "- {} host namespaces, each linked to one switch namespace by a veth pair. Link rate and MTU \
+             are set per workload (summary table): two cores must drive 80% load on every link at once.",
+            self.hosts
         );
         let _ = writeln!(
             s,
@@ -256,13 +261,16 @@ impl BenchResult {
         let _ = writeln!(
             s,
             "- Every host runs `homa-perf cluster`: a server and a client issuing Poisson requests to random other \
-             hosts, sizes from the workload (truncated at 1 MB), responses the size of the request. Offered load \
-             {:.0}% of the link rate per host (request plus response payload sent), {} s measured after a warm-up. \
-             TCP uses {} connection(s) from each client to each server, with requests pipelined on them.",
+             hosts, sizes from the workload (truncated at 1 MB), responses the size of the request. Each host \
+             offers {:.0}% of its link rate, counting requests plus responses sent and one Ethernet+IP+UDP+Homa \
+             header per packet (the payload rate is that ÷ the workload's wire factor; the paper counted payload \
+             only, which for w2 would overload the link). {} s measured after a warm-up. TCP uses {} connection(s) \
+             from each client to each server, with requests pipelined on them.",
             self.load * 100.0,
             self.seconds,
             self.tcp_connections
         );
+        let _ = writeln!(s, "- Homa: {}", self.homa_config);
         let _ = writeln!(
             s,
             "- Slowdown = RTT ÷ the minimum RTT of Homa on the idle testbed for that size (measured first, \
@@ -279,7 +287,7 @@ impl BenchResult {
         );
         let _ = writeln!(
             s,
-            "| workload | link | Homa Gbit/s/host | TCP Gbit/s/host | Homa p99 | Homa 1-prio p99 | TCP p99 | TCP ÷ Homa p99 | TCP ÷ Homa p50 | worst bucket p50 / p99 | buckets better under TCP |"
+            "| workload | link, MTU | Homa Gbit/s/host | TCP Gbit/s/host | Homa p99 | Homa 1-prio p99 | TCP p99 | TCP ÷ Homa p99 | TCP ÷ Homa p50 | worst bucket p50 / p99 | buckets better under TCP |"
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
         for w in &self.workloads {
@@ -308,9 +316,10 @@ impl BenchResult {
             };
             let _ = writeln!(
                 s,
-                "| {} | {} Mbit/s | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} Mbit/s, {} B | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 w.workload,
                 w.rate_mbit,
+                w.mtu,
                 g(Variant::Homa),
                 g(Variant::Tcp),
                 p99(Variant::Homa),
@@ -334,7 +343,7 @@ impl BenchResult {
         );
         let _ = writeln!(
             s,
-            "| workload | variant | offered Gbit/s/host | achieved | RPCs | errors | unfinished | skipped | lag µs | CPU cores | switch drops |"
+            "| workload | variant | offered payload Gbit/s/host | achieved | RPCs | errors | unfinished | skipped | lag µs | CPU cores | switch drops |"
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
         for w in &self.workloads {
@@ -370,8 +379,10 @@ impl BenchResult {
             );
             let _ = writeln!(
                 s,
-                "Links {} Mbit/s; Homa's RTTbytes assume a {:.0} µs round trip ({} B). Idle minimum RTT: {}.\n",
+                "Links {} Mbit/s, MTU {} B, wire factor {:.3}; Homa's RTTbytes assume a {:.0} µs round trip ({} B). Idle minimum RTT: {}.\n",
                 w.rate_mbit,
+                w.mtu,
+                w.wire_factor,
                 w.rtt_ns as f64 / 1e3,
                 w.rate_mbit * w.rtt_ns / 8_000,
                 idle_summary(&w.baseline)

@@ -473,6 +473,9 @@ impl Inner {
             if let Some(bypass) = st.pacer.as_ref().map(|p| p.bypass_bytes()) {
                 let max_len = bypass.saturating_sub(lower);
                 while let Some(t) = st.core.poll_transmit_small(now, max_len) {
+                    if let Some(p) = st.pacer.as_mut() {
+                        p.on_send(now, t.len() + lower);
+                    }
                     self.push_unless_injected_drop(st, &mut out, t);
                 }
             }

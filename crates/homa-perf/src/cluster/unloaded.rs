@@ -4,6 +4,9 @@
 use super::{nanos, Pending, Plan, Tally, UnloadedPoint};
 use std::time::{Duration, Instant};
 
+/// Longest pause between two probes.
+const PROBE_GAP_MAX: Duration = Duration::from_millis(20);
+
 /// A client that performs one RPC at a time.
 pub(super) trait Prober {
     /// How many peers there are.
@@ -57,6 +60,10 @@ pub(super) fn probe(client: &mut dyn Prober, plan: &Plan, sizes: &[u64]) -> Prob
                     if tally.completed > before {
                         rtts.push(nanos(rtt));
                     }
+                    // Let the links go idle again: back-to-back probes keep a
+                    // slow (shaped) link busy, and each would then measure
+                    // the queue the previous one left.
+                    std::thread::sleep((2 * rtt).min(PROBE_GAP_MAX));
                 }
                 Err(e) => {
                     tracing::warn!("unloaded RPC of {size} B failed: {e}");
