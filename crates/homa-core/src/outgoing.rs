@@ -103,6 +103,11 @@ impl OutMessage {
         }
     }
 
+    /// Byte ranges waiting to be retransmitted.
+    pub fn resend_ranges(&self) -> usize {
+        self.resend.len()
+    }
+
     /// Payload bytes of the packet [`Self::next_chunk`] would take now,
     /// without taking it.
     pub fn next_chunk_len(&self, max_payload: u32) -> Option<u32> {

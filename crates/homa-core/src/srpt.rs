@@ -47,6 +47,11 @@ impl SrptQueue {
         self.by_age.first().map(|&(_, id)| id)
     }
 
+    /// All RPCs, oldest first.
+    pub fn iter_by_age(&self) -> impl Iterator<Item = RpcId> + '_ {
+        self.by_age.iter().map(|&(_, id)| id)
+    }
+
     /// All RPCs, fewest bytes left first.
     pub fn iter(&self) -> impl Iterator<Item = RpcId> + '_ {
         self.by_size.iter().map(|&(_, _, id)| id)

@@ -338,7 +338,9 @@ impl BenchResult {
             s,
             "Achieved = payload of the RPCs completed in the window, per host. CPU = CPU time of all node \
              processes ÷ run time (this machine has {} CPUs); skipped = Poisson arrivals not sent because the \
-             client already had its maximum outstanding; lag = worst lateness of a generator against its schedule.\n",
+             client already had its maximum outstanding; lag = worst lateness of a generator against its schedule; \
+             unfinished = RPCs still unanswered 5 s after the window, which count in the slowdowns with the time \
+             they had waited (a lower bound).\n",
             self.cpus
         );
         let _ = writeln!(

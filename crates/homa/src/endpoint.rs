@@ -352,6 +352,12 @@ impl Endpoint {
         Ok(())
     }
 
+    /// A one-line description of an RPC's protocol state (see
+    /// [`homa_core::Endpoint::describe_rpc`]), for diagnostics.
+    pub fn describe_rpc(&self, id: RpcId) -> Option<String> {
+        self.inner.lock().core.describe_rpc(id)
+    }
+
     /// Abandons an RPC: a client RPC is forgotten (its response, if it comes,
     /// is dropped); a server RPC is dropped without a reply.
     pub fn abort(&self, id: RpcId) -> Result<(), Error> {

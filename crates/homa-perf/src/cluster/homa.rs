@@ -320,8 +320,16 @@ fn sweep(ep: &Endpoint, shared: &Shared, timeout: Duration, tally: &mut Tally) {
         );
     }
     for (id, p) in expired {
+        tracing::warn!(
+            "homa: RPC {} to {} ({} B) gave up: {}",
+            id.id,
+            id.peer,
+            p.size,
+            ep.describe_rpc(id)
+                .unwrap_or_else(|| "unknown to the core".into())
+        );
         let _ = ep.abort(id);
-        tally.fail(&p);
+        tally.timed_out(&p);
     }
 }
 

@@ -304,6 +304,11 @@ pub struct NodeReport {
     pub max_send_lag_us: f64,
     /// `(request_size, rtt_ns)` of every completed RPC of the window.
     pub rpcs: Vec<(u64, u64)>,
+    /// RPCs issued in the window that never finished (timed out or still
+    /// outstanding after the drain): `(request size, ns waited)`, a lower
+    /// bound on their round trip. Leaving them out would flatter the tail.
+    #[serde(default)]
+    pub censored: Vec<(u64, u64)>,
     /// Unloaded mode: one point per probed size.
     pub unloaded: Vec<UnloadedPoint>,
     /// User CPU time of the whole process over the run (s).
@@ -669,6 +674,7 @@ impl Plan {
             response_bytes: 0,
             max_send_lag_us: 0.0,
             rpcs: Vec::new(),
+            censored: Vec::new(),
             unloaded: Vec::new(),
             cpu_user_s: 0.0,
             cpu_sys_s: 0.0,
@@ -797,6 +803,7 @@ struct Tally {
     request_bytes: u64,
     response_bytes: u64,
     rpcs: Vec<(u64, u64)>,
+    censored: Vec<(u64, u64)>,
 }
 
 impl Tally {
@@ -828,6 +835,15 @@ impl Tally {
     fn unfinished(&mut self, p: &Pending) {
         if p.in_window {
             self.unfinished += 1;
+            self.censored.push((p.size, nanos(p.start.elapsed())));
+        }
+    }
+
+    /// Given up on after `timeout` without an answer.
+    fn timed_out(&mut self, p: &Pending) {
+        if p.in_window {
+            self.errors += 1;
+            self.censored.push((p.size, nanos(p.start.elapsed())));
         }
     }
 
@@ -838,6 +854,7 @@ impl Tally {
         self.request_bytes += other.request_bytes;
         self.response_bytes += other.response_bytes;
         self.rpcs.extend(other.rpcs);
+        self.censored.extend(other.censored);
     }
 
     fn into_report(self, r: &mut NodeReport) {
@@ -847,6 +864,7 @@ impl Tally {
         r.request_bytes = self.request_bytes;
         r.response_bytes = self.response_bytes;
         r.rpcs = self.rpcs;
+        r.censored = self.censored;
     }
 }
 

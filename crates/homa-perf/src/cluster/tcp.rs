@@ -356,7 +356,7 @@ fn expire(state: &Mutex<ConnState>, common: &Common, tally: &mut Tally) -> io::R
         if !e.timed_out {
             e.timed_out = true;
             common.outstanding.fetch_sub(1, Ordering::SeqCst);
-            tally.fail(&e.p);
+            tally.timed_out(&e.p);
         }
     }
     Ok(())

@@ -1,0 +1,192 @@
+//! The bench end to end, small: 2 hosts, one workload, a few seconds, Homa
+//! and TCP on real sockets through the emulated switch. Needs root and
+//! iproute2 (CI runs as root); without them each test says why and passes.
+//! Each test checks that nothing is left behind: no namespace, no process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use homa_testbed::netns;
+
+fn tool_works(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Why this test cannot run here, if it cannot.
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    ["ip", "tc", "bridge"]
+        .into_iter()
+        .find(|t| !tool_works(t))
+        .map(|t| format!("`{t}` is missing"))
+}
+
+/// A prefix and an output directory unique to this test and process.
+fn unique(tag: &str) -> (String, PathBuf) {
+    let prefix = format!("b{tag}{}", std::process::id() % 100_000);
+    let out = std::env::temp_dir().join(format!("homa-testbed-test-{prefix}"));
+    let _ = std::fs::remove_dir_all(&out);
+    (prefix, out)
+}
+
+/// Removes the testbed when the test ends, however it ends.
+struct Guard(String);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = netns::down(&self.0);
+    }
+}
+
+/// The `testbed bench` command for a small run.
+fn bench_command(prefix: &str, out: &Path, seconds: f64) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_testbed"));
+    cmd.args([
+        "bench",
+        "--prefix",
+        prefix,
+        "--hosts",
+        "2",
+        "--workloads",
+        "w3",
+    ])
+    .args(["--variants", "homa,tcp", "--rates", "50"])
+    .args(["--seconds", &seconds.to_string(), "--warmup", "0.5"])
+    .args(["--unloaded-points", "5", "--unloaded-count", "3"])
+    .arg("--out")
+    .arg(out)
+    .args(["--name", "smoke"]);
+    cmd
+}
+
+/// Node processes of this test still running (their arguments name the
+/// test's work directory, which contains the prefix).
+fn leftover_nodes(prefix: &str) -> Vec<String> {
+    let out = Command::new("ps")
+        .args(["-eo", "pid,args"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let tag = format!("homa-testbed-{prefix}/");
+    out.lines()
+        .filter(|l| l.contains(" node ") && l.contains(&tag))
+        .map(str::to_string)
+        .collect()
+}
+
+fn assert_nothing_left(prefix: &str) {
+    assert!(
+        netns::namespaces(prefix).is_empty(),
+        "namespaces left: {:?}",
+        netns::namespaces(prefix)
+    );
+    assert!(!netns::exists(prefix));
+    let nodes = leftover_nodes(prefix);
+    assert!(nodes.is_empty(), "node processes left: {nodes:?}");
+}
+
+#[test]
+fn smoke_bench_runs_both_protocols_and_tears_down() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let (prefix, out) = unique("s");
+    let _guard = Guard(prefix.clone());
+    let output = bench_command(&prefix, &out, 2.0)
+        .output()
+        .expect("run testbed bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bench failed:\n{stderr}");
+
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("smoke/results.json")).expect("results.json"),
+    )
+    .expect("valid JSON");
+    let w = &json["workloads"][0];
+    assert_eq!(w["workload"], "w3");
+    assert_eq!(w["rate_mbit"], 50);
+    assert!(w["baseline"].as_array().is_some_and(|b| !b.is_empty()));
+    let runs = w["runs"].as_array().expect("runs");
+    let variants: Vec<&str> = runs.iter().filter_map(|r| r["variant"].as_str()).collect();
+    assert_eq!(variants, ["homa", "tcp"]);
+    for r in runs {
+        let v = &r["variant"];
+        assert!(r["completed"].as_u64().unwrap() > 50, "{v}: {r}");
+        assert_eq!(r["errors"], 0, "{v}");
+        let achieved = r["achieved_gbps"].as_f64().unwrap();
+        let target = r["target_gbps"].as_f64().unwrap();
+        assert!(
+            achieved > 0.5 * target,
+            "{v}: {achieved} of {target} Gbit/s"
+        );
+        // The switch saw the traffic, and Homa used more than one level.
+        let levels: Vec<u64> = r["switch"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["packets"].as_u64().unwrap() > 0)
+            .map(|p| p["priority"].as_u64().unwrap())
+            .collect();
+        if v == "homa" {
+            assert!(levels.contains(&7) && levels.len() > 1, "{levels:?}");
+        } else {
+            assert_eq!(levels, [0], "TCP uses TOS 0");
+        }
+    }
+    assert!(w["tcp_vs_homa"]["short_half_p99_ratio"].as_f64().is_some());
+
+    let md = std::fs::read_to_string(out.join("smoke.md")).expect("report");
+    assert!(md.contains("| w3 | 50 Mbit/s, 1500 B |"), "{md}");
+    assert!(md.contains("| w3 | Homa |") && md.contains("| w3 | TCP |"));
+    let png = std::fs::metadata(out.join("smoke/slowdown-w3.png")).expect("plot");
+    assert!(png.len() > 10_000);
+
+    // The bench built the testbed itself, so it removed it.
+    assert_nothing_left(&prefix);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn interrupted_bench_removes_everything() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let (prefix, out) = unique("i");
+    let _guard = Guard(prefix.clone());
+    let mut child = bench_command(&prefix, &out, 60.0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start testbed bench");
+    // Interrupt once the nodes are running under load.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while leftover_nodes(&prefix).len() < 2 {
+        assert!(Instant::now() < deadline, "the nodes never started");
+        assert!(child.try_wait().unwrap().is_none(), "bench ended early");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill only sends a signal to the child we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let status = child.wait().expect("wait for the bench");
+    assert_eq!(status.code(), Some(130), "exit status {status}");
+    // Give killed node processes a moment to be reaped by init.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !leftover_nodes(&prefix).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_nothing_left(&prefix);
+    let _ = std::fs::remove_dir_all(&out);
+}
