@@ -43,7 +43,7 @@ enum Cmd {
         #[command(flatten)]
         topology: BenchTopology,
         #[command(flatten)]
-        args: BenchArgs,
+        args: Box<BenchArgs>,
     },
     /// One cluster node (`homa-perf cluster`), as the bench starts it
     /// inside each host namespace.

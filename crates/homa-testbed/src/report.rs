@@ -287,11 +287,15 @@ impl BenchResult {
         );
         let _ = writeln!(
             s,
-            "| workload | link, MTU | Homa Gbit/s/host | TCP Gbit/s/host | Homa p99 | Homa 1-prio p99 | TCP p99 | TCP ÷ Homa p99 | TCP ÷ Homa p50 | worst bucket p50 / p99 | buckets better under TCP |"
+            "| workload | link, MTU | Homa Mbit/s/host | TCP Mbit/s/host | Homa p99 | Homa 1-prio p99 | TCP p99 | TCP ÷ Homa p99 | TCP ÷ Homa p50 | worst bucket p50 / p99 | buckets better under TCP |"
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
         for w in &self.workloads {
-            let g = |v: Variant| w.run(v).map(|r| f(r.achieved_gbps)).unwrap_or("–".into());
+            let g = |v: Variant| {
+                w.run(v)
+                    .map(|r| f(r.achieved_gbps * 1000.0))
+                    .unwrap_or("–".into())
+            };
             let p99 = |v: Variant| w.run(v).map(|r| f(r.short_half.p99)).unwrap_or("–".into());
             let (r99, r50, worst, better) = match &w.tcp_vs_homa {
                 Some(c) => (
@@ -336,7 +340,7 @@ impl BenchResult {
         let _ = writeln!(s, "## Runs\n");
         let _ = writeln!(
             s,
-            "Achieved = payload of the RPCs completed in the window, per host. CPU = CPU time of all node \
+            "Achieved = payload of the RPCs completed in the window, per host (requests plus responses). CPU = CPU time of all node \
              processes ÷ run time (this machine has {} CPUs); skipped = Poisson arrivals not sent because the \
              client already had its maximum outstanding; lag = worst lateness of a generator against its schedule; \
              unfinished = RPCs still unanswered 5 s after the window, which count in the slowdowns with the time \
@@ -345,7 +349,7 @@ impl BenchResult {
         );
         let _ = writeln!(
             s,
-            "| workload | variant | offered payload Gbit/s/host | achieved | RPCs | errors | unfinished | skipped | lag µs | CPU cores | switch drops |"
+            "| workload | variant | offered payload Mbit/s/host | achieved | RPCs | errors | unfinished | skipped | lag µs | CPU cores | switch drops |"
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
         for w in &self.workloads {
@@ -356,8 +360,8 @@ impl BenchResult {
                     "| {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.2} | {} |",
                     w.workload,
                     r.variant.label(),
-                    f(r.target_gbps),
-                    f(r.achieved_gbps),
+                    f(r.target_gbps * 1000.0),
+                    f(r.achieved_gbps * 1000.0),
                     r.completed,
                     r.errors,
                     r.unfinished,
