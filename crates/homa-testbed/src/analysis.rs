@@ -10,11 +10,17 @@
 
 use anyhow::{bail, Result};
 use homa_perf::Workload;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Reads an `f64` that JSON may hold as `null` (serde_json writes NaN,
+/// e.g. an empty bucket's percentile, as `null`).
+pub fn f64_or_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
 
 /// Ideal round-trip time as a function of message size, from measured
 /// minimum RTTs at a set of sizes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Baseline {
     /// `(size, ideal RTT in ns)`, ascending in size, non-decreasing in RTT.
     points: Vec<(u64, f64)>,
@@ -94,21 +100,25 @@ pub fn bucket_bounds(workload: &Workload, max_size: u64, buckets: usize) -> Vec<
 }
 
 /// One size range of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bucket {
     /// Smallest size in the range (exclusive bound of the previous bucket + 1).
     pub min_size: u64,
     /// Largest size in the range (inclusive).
     pub max_size: u64,
     /// Percent of the workload's messages below the range.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub lo_pct: f64,
     /// Percent of the workload's messages up to the end of the range.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub hi_pct: f64,
     /// RPCs of the run in the range.
     pub count: usize,
     /// Median slowdown (NaN when empty).
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub p50: f64,
     /// 99th-percentile slowdown (NaN when empty).
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub p99: f64,
 }
 
@@ -168,15 +178,17 @@ pub fn spectrum(samples: &[(u64, f64)], workload: &Workload, bounds: &[u64]) -> 
 
 /// Slowdown percentiles of the shortest half of the messages: sizes up to
 /// the workload's median size.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ShortHalf {
     /// Largest size counted (the workload's median size).
     pub max_size: u64,
     /// RPCs counted.
     pub count: usize,
     /// Median slowdown.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub p50: f64,
     /// 99th-percentile slowdown.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub p99: f64,
 }
 
@@ -198,15 +210,19 @@ pub fn short_half(samples: &[(u64, f64)], workload: &Workload) -> ShortHalf {
 }
 
 /// How a baseline protocol (TCP) compares with Homa, bucket by bucket.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// TCP p99 ÷ Homa p99 for the shortest half of the messages.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub short_half_p99_ratio: f64,
     /// TCP p50 ÷ Homa p50 for the shortest half.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub short_half_p50_ratio: f64,
     /// Smallest TCP ÷ Homa ratio over the buckets with data, at p50.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub worst_bucket_p50_ratio: f64,
     /// Smallest TCP ÷ Homa ratio over the buckets with data, at p99.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub worst_bucket_p99_ratio: f64,
     /// Buckets (by upper size) where TCP's p50 or p99 is lower than Homa's.
     pub buckets_better_under_other: Vec<u64>,

@@ -375,6 +375,23 @@ fn command_line() -> String {
     words.join(" ")
 }
 
+/// Writes the report again from a bench's `results.json` (e.g. after the
+/// report's format changed), without rerunning anything.
+pub fn rerender(results: &Path, out: &Path, name: &str) -> Result<()> {
+    let text = fs::read_to_string(results)
+        .with_context(|| format!("cannot read {}", results.display()))?;
+    let result: BenchResult = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a bench result", results.display()))?;
+    let dir = out.join(name);
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    result.write_plots(&dir)?;
+    let md = out.join(format!("{name}.md"));
+    fs::write(&md, result.to_markdown(name))
+        .with_context(|| format!("cannot write {}", md.display()))?;
+    eprintln!("testbed: wrote {}", md.display());
+    Ok(())
+}
+
 fn write_report(args: &BenchArgs, result: &BenchResult) -> Result<()> {
     let dir = args.out.join(&args.name);
     fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;

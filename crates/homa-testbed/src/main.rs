@@ -45,6 +45,18 @@ enum Cmd {
         #[command(flatten)]
         args: Box<BenchArgs>,
     },
+    /// Write a bench's report again from its results.json (no root needed).
+    Report {
+        /// The results.json a bench wrote.
+        #[arg(long, default_value = "docs/results/testbed/results.json")]
+        from: std::path::PathBuf,
+        /// Directory of the report.
+        #[arg(long, default_value = "docs/results")]
+        out: std::path::PathBuf,
+        /// Base name of the report files.
+        #[arg(long, default_value = "testbed")]
+        name: String,
+    },
     /// One cluster node (`homa-perf cluster`), as the bench starts it
     /// inside each host namespace.
     #[command(hide = true)]
@@ -146,7 +158,7 @@ fn preflight() -> Result<()> {
 
 fn run(cli: Cli) -> Result<()> {
     // A node runs inside a namespace the bench made; it needs no tools.
-    if !matches!(cli.command, Cmd::Node(_)) {
+    if !matches!(cli.command, Cmd::Node(_) | Cmd::Report { .. }) {
         preflight()?;
     }
     match cli.command {
@@ -204,6 +216,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             result
         }
+        Cmd::Report { from, out, name } => bench::rerender(&from, &out, &name),
         Cmd::Node(args) => {
             let report = cluster::run_node(&args)?;
             eprintln!("node: {}", report.summary());

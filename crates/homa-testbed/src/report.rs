@@ -4,7 +4,7 @@ use crate::analysis::{Bucket, Comparison, ShortHalf};
 use crate::tc::ClassStats;
 use homa_sim::output::fmt_size;
 use homa_sim::plot::{slowdown_plot, Series};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -12,7 +12,7 @@ use std::path::Path;
 type BucketStat = fn(&Bucket) -> f64;
 
 /// One protocol configuration the bench runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Variant {
     /// This project's Homa with 8 priority levels.
@@ -54,7 +54,7 @@ impl Variant {
 }
 
 /// Switch counters of one priority class, summed over the ports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PriorityTotals {
     /// Homa priority level (0 lowest, 7 highest; TCP and non-IP use 0).
     pub priority: u8,
@@ -69,13 +69,15 @@ pub struct PriorityTotals {
 }
 
 /// One run of one variant on one workload.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VariantRun {
     /// What ran.
     pub variant: Variant,
     /// Offered payload per host (Gbit/s), requests plus responses.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub target_gbps: f64,
     /// Completed payload per host (Gbit/s) in the measured window.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub achieved_gbps: f64,
     /// RPCs recorded (all hosts).
     pub completed: u64,
@@ -86,8 +88,10 @@ pub struct VariantRun {
     /// RPCs still incomplete when the run ended.
     pub unfinished: u64,
     /// Worst lateness of a load generator against its schedule (µs).
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub max_send_lag_us: f64,
     /// CPU time of all node processes ÷ wall time of the run (cores).
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub cpu_cores: f64,
     /// Slowdown by size range.
     pub buckets: Vec<Bucket>,
@@ -102,7 +106,7 @@ pub struct VariantRun {
 }
 
 /// Everything measured on one workload.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadResult {
     /// Workload name (w1..w5).
     pub workload: String,
@@ -111,6 +115,7 @@ pub struct WorkloadResult {
     /// MTU of every link during this workload (bytes).
     pub mtu: u32,
     /// Link bytes per payload byte of this workload (headers included).
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub wire_factor: f64,
     /// Homa's assumed round trip (ns): RTTbytes = rate × this.
     pub rtt_ns: u64,
@@ -132,7 +137,7 @@ impl WorkloadResult {
 }
 
 /// The whole bench.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchResult {
     /// The command line that produced it.
     pub command: String,
@@ -143,8 +148,10 @@ pub struct BenchResult {
     /// Host NIC queue limit (bytes).
     pub host_queue_bytes: u64,
     /// Target load as a fraction of the link rate.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub load: f64,
     /// Measured seconds per run.
+    #[serde(deserialize_with = "crate::analysis::f64_or_nan")]
     pub seconds: f64,
     /// TCP connections from each client to each server.
     pub tcp_connections: usize,
@@ -430,6 +437,7 @@ impl BenchResult {
                 let _ = writeln!(s);
             }
             let _ = writeln!(s);
+            let _ = writeln!(s, "{}\n", limits(w));
             if let Some(c) = &w.one_vs_eight {
                 let _ = writeln!(
                     s,
@@ -477,6 +485,33 @@ impl BenchResult {
         }
         s
     }
+}
+
+/// What bounds Homa's short-message latency on this link, from the data:
+/// the frame a packet of any priority must wait for, and the CPU.
+fn limits(w: &WorkloadResult) -> String {
+    let frame_us = (w.mtu as f64 + 14.0) * 8.0 / w.rate_mbit as f64;
+    let idle_us = w.baseline.first().map_or(f64::NAN, |p| p.1 / 1e3);
+    let mut out = format!(
+        "Limits: a full frame takes {frame_us:.0} µs on this link, {:.1}× the idle round trip of the \
+         smallest message ({idle_us:.0} µs). Switch ports do not preempt, and the host NIC is a FIFO \
+         that Homa's pacer keeps to about half a frame, so even at the top priority each direction of \
+         a short RPC can wait up to ~2.5 frames (1.5 at the NIC, 1 at the switch port): up to ~{:.0}× \
+         slowdown from frames alone, half that on average.",
+        frame_us / idle_us,
+        1.0 + 5.0 * frame_us / idle_us
+    );
+    if let Some(h) = w.run(Variant::Homa) {
+        let _ = write!(
+            out,
+            " Homa's shortest half: p50 {}, p99 {}. The machine's 2 CPUs were {:.0}% busy during Homa's \
+             window.",
+            f(h.short_half.p50),
+            f(h.short_half.p99),
+            h.cpu_cores / 2.0 * 100.0
+        );
+    }
+    out
 }
 
 /// "100B 45µs, 10KB 120µs, …": a few points of the idle baseline.
