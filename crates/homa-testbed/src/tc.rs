@@ -580,7 +580,8 @@ class htb 1:16 parent 1:1 leaf 16: prio 1 rate 8bit ceil 100Mbit burst 1b cburst
     fn burst_and_quantum_at_the_defaults() {
         let spec = TestbedSpec::default();
         assert_eq!(frame_bytes(&spec), 9014);
-        assert_eq!(htb_burst_bytes(&spec), 2 * 9014 + 6250);
+        // 50 µs at 400 Mbit/s is 2,500 bytes.
+        assert_eq!(htb_burst_bytes(&spec), 2 * 9014 + 2500);
         let slow = TestbedSpec {
             rate_mbit: 100,
             ..spec.clone()
