@@ -357,7 +357,7 @@ fn homa_config_summary(args: &BenchArgs) -> String {
         "the runtime over UDP, one endpoint per host (client and server share it, so one pacer \
          sees all its traffic); {rtt}; the pacer keeps at most {} frame(s) in the NIC queue, \
          small packets bypass it but count; timer tick 10 round trips (≥ 1 ms); threads sleep \
-         instead of polling (10 processes share 2 cores); no segmentation offload",
+         instead of polling (all hosts share 2 cores); no segmentation offload",
         args.nic_queue_packets
     );
     if !args.homa_set.is_empty() {
@@ -457,7 +457,7 @@ impl RunCtx<'_> {
             max_nic_queue_ns: (self.args.nic_queue_packets * packet_ns as f64) as u64,
             // The qdiscs must see MTU-sized packets (priorities act per packet).
             segmentation_offload: false,
-            // Ten processes share two cores: a thread that polls takes CPU
+            // All hosts share two cores: a thread that polls takes CPU
             // from the one it waits for.
             poll_us: 0,
             ..base
