@@ -252,12 +252,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Cluster(a) => {
             let report = cluster::run_node(&a)?;
             eprintln!("homa-perf: {}", report.summary());
-            let json = report.to_json_string();
-            match &a.out {
-                Some(path) => std::fs::write(path, json + "\n")
-                    .with_context(|| format!("cannot write the report to {}", path.display()))?,
-                None => println!("{json}"),
-            }
+            report.write_json(a.out.as_deref())?;
             Ok(())
         }
     }

@@ -382,24 +382,27 @@ pub fn rerender(results: &Path, out: &Path, name: &str) -> Result<()> {
         .with_context(|| format!("cannot read {}", results.display()))?;
     let result: BenchResult = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a bench result", results.display()))?;
-    let dir = out.join(name);
-    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    result.write_plots(&dir)?;
-    let md = out.join(format!("{name}.md"));
-    fs::write(&md, result.to_markdown(name))
-        .with_context(|| format!("cannot write {}", md.display()))?;
-    eprintln!("testbed: wrote {}", md.display());
-    Ok(())
+    render(&result, out, name, false)
 }
 
 fn write_report(args: &BenchArgs, result: &BenchResult) -> Result<()> {
-    let dir = args.out.join(&args.name);
+    render(result, &args.out, &args.name, true)
+}
+
+/// Writes `out/name.md` and the plots in `out/name/`, and with
+/// `with_json` the data (`out/name/results.json`).
+fn render(result: &BenchResult, out: &Path, name: &str, with_json: bool) -> Result<()> {
+    let dir = out.join(name);
     fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     result.write_plots(&dir)?;
-    let json = serde_json::to_string_pretty(result)?;
-    fs::write(dir.join("results.json"), json)?;
-    let md = args.out.join(format!("{}.md", args.name));
-    fs::write(&md, result.to_markdown(&args.name))
+    if with_json {
+        fs::write(
+            dir.join("results.json"),
+            serde_json::to_string_pretty(result)?,
+        )?;
+    }
+    let md = out.join(format!("{name}.md"));
+    fs::write(&md, result.to_markdown(name))
         .with_context(|| format!("cannot write {}", md.display()))?;
     eprintln!("testbed: wrote {}", md.display());
     Ok(())

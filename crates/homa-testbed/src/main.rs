@@ -3,7 +3,7 @@
 
 use std::process::{Command, ExitCode, Stdio};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 use homa_perf::cluster::{self, ClusterArgs};
 use tracing::{info, warn, Level};
@@ -220,12 +220,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Node(args) => {
             let report = cluster::run_node(&args)?;
             eprintln!("node: {}", report.summary());
-            let json = report.to_json_string();
-            match &args.out {
-                Some(path) => std::fs::write(path, json + "\n")
-                    .with_context(|| format!("cannot write the report to {}", path.display()))?,
-                None => println!("{json}"),
-            }
+            report.write_json(args.out.as_deref())?;
             Ok(())
         }
     }

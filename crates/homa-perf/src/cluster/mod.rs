@@ -383,6 +383,19 @@ impl NodeReport {
     pub fn to_json_string(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
+
+    /// Writes the JSON to `out`, or prints it on stdout when there is none.
+    pub fn write_json(&self, out: Option<&std::path::Path>) -> Result<(), PerfError> {
+        let json = self.to_json_string();
+        match out {
+            Some(path) => std::fs::write(path, json + "\n")
+                .map_err(|e| PerfError::io(format!("write the report to {}", path.display()), e)),
+            None => {
+                println!("{json}");
+                Ok(())
+            }
+        }
+    }
 }
 
 /// The sizes unloaded mode probes: the workload's sizes at `points` evenly
