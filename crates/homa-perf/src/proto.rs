@@ -105,6 +105,20 @@ pub(crate) fn is_wait(e: &io::Error) -> bool {
 /// Fills `buf` from a stream that may be nonblocking (then this spins) or
 /// have a receive timeout (then this re-checks `intr` after each timeout).
 pub(crate) fn read_full<R: Read>(r: &mut R, buf: &mut [u8], intr: &Interrupt) -> io::Result<()> {
+    read_full_checked(r, buf, &mut || {
+        intr.check()?;
+        std::hint::spin_loop();
+        Ok(())
+    })
+}
+
+/// Fills `buf`, calling `check` whenever the stream has nothing yet (a
+/// receive timeout or `EAGAIN`); `check` ends the read by erring.
+pub(crate) fn read_full_checked<R: Read>(
+    r: &mut R,
+    buf: &mut [u8],
+    check: &mut dyn FnMut() -> io::Result<()>,
+) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
         match r.read(&mut buf[done..]) {
@@ -115,10 +129,7 @@ pub(crate) fn read_full<R: Read>(r: &mut R, buf: &mut [u8], intr: &Interrupt) ->
                 ))
             }
             Ok(n) => done += n,
-            Err(e) if is_wait(&e) => {
-                intr.check()?;
-                std::hint::spin_loop();
-            }
+            Err(e) if is_wait(&e) => check()?,
             Err(e) => return Err(e),
         }
     }

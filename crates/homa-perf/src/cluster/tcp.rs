@@ -10,9 +10,9 @@
 use super::unloaded::Prober;
 use super::{lock, Issuer, Pending, Plan, ResponseSize, Tally};
 use crate::error::PerfError;
-use crate::proto::{is_wait, read_full, write_two, Interrupt, MAX_TCP_MESSAGE};
+use crate::proto::{read_full, read_full_checked, write_two, Interrupt, MAX_TCP_MESSAGE};
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -72,30 +72,6 @@ fn header(size: usize, want: u64) -> [u8; 8] {
     h[..4].copy_from_slice(&u32::try_from(size).unwrap_or(u32::MAX).to_le_bytes());
     h[4..].copy_from_slice(&u32::try_from(want).unwrap_or(u32::MAX).to_le_bytes());
     h
-}
-
-/// Reads exactly `buf.len()` bytes, calling `check` whenever the socket has
-/// nothing (every [`IO_POLL`]); `check` ends the read by erring.
-fn read_checked(
-    s: &mut TcpStream,
-    buf: &mut [u8],
-    check: &mut dyn FnMut() -> io::Result<()>,
-) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match s.read(&mut buf[done..]) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "connection closed by the peer",
-                ))
-            }
-            Ok(n) => done += n,
-            Err(e) if is_wait(&e) => check()?,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// A request on its way through one connection.
@@ -374,7 +350,9 @@ fn read_responses(
     let mut last_expire = Instant::now();
     let why = loop {
         let mut len = [0u8; 4];
-        if let Err(e) = read_checked(&mut s, &mut len, &mut || expire(state, common, &mut tally)) {
+        if let Err(e) =
+            read_full_checked(&mut s, &mut len, &mut || expire(state, common, &mut tally))
+        {
             break e;
         }
         let len = u64::from(u32::from_le_bytes(len));
@@ -388,7 +366,7 @@ fn read_responses(
         let mut failed = None;
         while left > 0 {
             let n = left.min(scratch.len());
-            if let Err(e) = read_checked(&mut s, &mut scratch[..n], &mut || {
+            if let Err(e) = read_full_checked(&mut s, &mut scratch[..n], &mut || {
                 expire(state, common, &mut tally)
             }) {
                 failed = Some(e);
