@@ -21,11 +21,20 @@ pub struct AckMemory {
 }
 
 impl AckMemory {
-    /// Remembers `rpc` until `now + lifetime`.
-    pub fn remember(&mut self, now: Nanos, lifetime: Nanos, rpc: RpcId) {
-        if self.set.insert(rpc) {
-            self.expiry.push_back((now.saturating_add(lifetime), rpc));
+    /// Remembers `rpc` until `now + lifetime`, keeping at most `max`
+    /// entries: returns true if that forgot the oldest one early.
+    pub fn remember(&mut self, now: Nanos, lifetime: Nanos, max: usize, rpc: RpcId) -> bool {
+        if !self.set.insert(rpc) {
+            return false;
         }
+        self.expiry.push_back((now.saturating_add(lifetime), rpc));
+        if self.expiry.len() > max.max(1) {
+            if let Some((_, old)) = self.expiry.pop_front() {
+                self.set.remove(&old);
+            }
+            return true;
+        }
+        false
     }
 
     /// True if `rpc` was acknowledged recently.
@@ -72,9 +81,9 @@ mod tests {
         };
         let b = RpcId { id: 5, ..a };
         let mut m = AckMemory::default();
-        m.remember(0, 100, a);
-        m.remember(50, 100, b);
-        m.remember(60, 100, a); // already there: keeps the first expiry
+        m.remember(0, 100, 10, a);
+        m.remember(50, 100, 10, b);
+        m.remember(60, 100, 10, a); // already there: keeps the first expiry
         assert!(m.contains(&a) && m.contains(&b));
         assert_eq!(m.next_expiry(), Some(100));
         m.expire(99);
@@ -84,5 +93,9 @@ mod tests {
         m.expire(150);
         assert!(m.is_empty());
         assert_eq!(m.next_expiry(), None);
+        // Bounded: the oldest goes first.
+        assert!(!m.remember(200, 100, 1, a));
+        assert!(m.remember(201, 100, 1, b));
+        assert!(!m.contains(&a) && m.contains(&b));
     }
 }

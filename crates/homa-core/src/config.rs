@@ -75,6 +75,27 @@ pub struct Config {
     pub ack_memory_ns: u64,
     /// Idle time after which a peer without RPCs is forgotten (ns).
     pub peer_idle_ns: u64,
+    /// Most RPCs (client and server) in existence; a request beyond it is
+    /// refused (client: an error; server: dropped, the client retries).
+    pub max_rpcs: u32,
+    /// Most server RPCs one client (address and port) may have at once.
+    pub max_server_rpcs_per_peer: u32,
+    /// Most peers remembered; idle ones are forgotten first.
+    pub max_peers: u32,
+    /// Cap on the bytes held in outgoing messages; `send_request` beyond it
+    /// fails.
+    pub tx_buffer_limit: u64,
+    /// Most missing ranges an RPC asks for in one timeout (one RESEND each).
+    pub resend_gaps: u32,
+    /// Most timer-driven packets (RESEND, NEED_ACK, probes) sent to one peer
+    /// per tick; the rest wait for the next tick.
+    pub timer_packets_per_peer: u32,
+    /// Bytes a message may retransmit over its life, in percent of its
+    /// length (plus one packet). RESENDs beyond it are ignored.
+    pub retransmit_pct: u32,
+    /// Most acknowledged RPCs remembered against stale duplicates; beyond
+    /// it the oldest are forgotten early (counted).
+    pub max_remembered_acks: u32,
 }
 
 impl Default for Config {
@@ -105,8 +126,16 @@ impl Default for Config {
             incast_threshold: 10,
             incast_unsched_bytes: 300,
             rx_buffer_limit: 1 << 30,
-            ack_memory_ns: 100_000_000,
+            ack_memory_ns: 2_000_000_000,
             peer_idle_ns: 60_000_000_000,
+            max_rpcs: 131_072,
+            max_server_rpcs_per_peer: 16_384,
+            max_peers: 65_536,
+            tx_buffer_limit: 1 << 30,
+            resend_gaps: 8,
+            timer_packets_per_peer: 32,
+            retransmit_pct: 100,
+            max_remembered_acks: 1 << 20,
         }
     }
 }
@@ -147,9 +176,11 @@ impl Config {
         }
     }
 
-    /// Longest a silent peer is given before it is declared dead (ns): the
-    /// first RESEND after `resend_ticks`, then `timeout_resends` more
-    /// intervals, plus one for the tick that declares it.
+    /// Longest a silent peer is given before an RPC with it is given up
+    /// (ns): the first RESEND after `resend_ticks`, then `timeout_resends`
+    /// more intervals, plus one for the tick that gives up. The one place
+    /// this bound is written; drivers that wait for a core verdict add their
+    /// margin to it.
     pub fn dead_peer_ns(&self) -> u64 {
         let ticks = self.resend_ticks as u64
             + (self.timeout_resends as u64 + 1) * self.resend_interval as u64;
@@ -203,6 +234,11 @@ impl Config {
             ("timeout_resends", self.timeout_resends),
             ("need_ack_ticks", self.need_ack_ticks),
             ("cutoff_sample_size", self.cutoff_sample_size),
+            ("max_rpcs", self.max_rpcs),
+            ("max_server_rpcs_per_peer", self.max_server_rpcs_per_peer),
+            ("max_peers", self.max_peers),
+            ("resend_gaps", self.resend_gaps),
+            ("timer_packets_per_peer", self.timer_packets_per_peer),
         ] {
             if v == 0 {
                 return err(format!("{name} must be at least 1"));
@@ -298,6 +334,7 @@ mod tests {
         assert!(c.validate().is_err());
         let c = Config {
             timeout_resends: 20,
+            ack_memory_ns: 100_000_000,
             ..Config::default()
         };
         let e = c.validate().unwrap_err().to_string();

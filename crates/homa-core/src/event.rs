@@ -1,6 +1,6 @@
 //! What the core tells the application, and the errors of its API.
 
-use bytes::Bytes;
+use crate::Message;
 use std::fmt;
 use std::net::SocketAddr;
 use thiserror::Error;
@@ -37,7 +37,7 @@ pub enum Event {
         /// The server-side RPC to reply to.
         rpc: RpcId,
         /// The request message.
-        message: Bytes,
+        message: Message,
     },
     /// The whole response to one of this endpoint's requests arrived; the
     /// RPC is finished.
@@ -45,7 +45,7 @@ pub enum Event {
         /// The client-side RPC.
         rpc: RpcId,
         /// The response message.
-        message: Bytes,
+        message: Message,
     },
     /// A client RPC failed and will never complete.
     Failed {
@@ -89,6 +89,10 @@ pub enum Error {
     /// `reply` was called for a client RPC, or for a request already answered.
     #[error("{0} is not a request awaiting a reply")]
     NotAwaitingReply(RpcId),
+    /// A configured limit (named) would be exceeded: `max_rpcs`,
+    /// `tx_buffer_limit` or `max_peers`.
+    #[error("the endpoint is at its {0} limit")]
+    Limit(&'static str),
     /// The destination cannot be used (port 0 or an unspecified address).
     #[error("invalid destination {0}: {1}")]
     BadAddress(SocketAddr, &'static str),

@@ -1,7 +1,9 @@
 //! Reassembly of an incoming message from DATA packets that may arrive out
 //! of order, duplicated, or not at all.
 
-use bytes::{Bytes, BytesMut};
+use crate::message::Message;
+use bytes::Bytes;
+use std::collections::BTreeMap;
 
 /// What adding one packet's bytes did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -56,6 +58,52 @@ impl RangeSet {
         (pos < limit).then_some((pos, limit))
     }
 
+    /// The parts of `[start, end)` not in the set, in order.
+    pub fn missing(&self, start: u32, end: u32) -> Vec<(u32, u32)> {
+        let mut out = Vec::new();
+        let mut pos = start;
+        let first = self.ranges.partition_point(|&(_, e)| e <= start);
+        for &(s, e) in &self.ranges[first..] {
+            if s >= end {
+                break;
+            }
+            if s > pos {
+                out.push((pos, s));
+            }
+            pos = pos.max(e);
+        }
+        if pos < end {
+            out.push((pos, end));
+        }
+        out
+    }
+
+    /// True if inserting `[start, end)` would add a range rather than grow
+    /// or merge existing ones.
+    pub fn would_add_range(&self, start: u32, end: u32) -> bool {
+        let first = self.ranges.partition_point(|&(_, e)| e < start);
+        self.ranges.get(first).is_none_or(|&(s, _)| s > end)
+    }
+
+    /// Up to `max` missing ranges within `[0, limit)`, in order.
+    pub fn gaps(&self, limit: u32, max: usize) -> Vec<(u32, u32)> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        for &(s, e) in &self.ranges {
+            if out.len() >= max || pos >= limit {
+                return out;
+            }
+            if s > pos {
+                out.push((pos, s.min(limit)));
+            }
+            pos = e;
+        }
+        if pos < limit && out.len() < max {
+            out.push((pos, limit));
+        }
+        out
+    }
+
     /// Number of disjoint ranges (a measure of fragmentation).
     pub fn len(&self) -> usize {
         self.ranges.len()
@@ -67,17 +115,24 @@ impl RangeSet {
     }
 }
 
-/// An incoming message being reassembled.
+/// Most disjoint byte ranges an incoming message may have: a packet that
+/// would open one more is dropped (and asked for again later). Bounds the
+/// per-packet work and memory a peer can cause by sending tiny fragments.
+pub const MAX_RANGES: usize = 1024;
+
+/// An incoming message being reassembled. The bytes stay in the packets'
+/// own buffers (slices, no copy) until the message is delivered.
 #[derive(Debug)]
 pub struct InMessage {
     /// Total length the sender announced.
     pub length: u32,
-    buf: BytesMut,
+    parts: BTreeMap<u32, Bytes>,
     ranges: RangeSet,
     /// Distinct bytes received.
     pub received: u32,
-    /// Bytes the sender may send without further grants (the larger of its
-    /// `incoming` field and our grants).
+    /// Bytes the sender may send without further grants: the unscheduled
+    /// bytes this receiver allows (never more than the sender claims) and
+    /// this receiver's grants.
     pub granted: u32,
     /// Scheduled priority in our latest grant.
     pub priority: u8,
@@ -85,34 +140,60 @@ pub struct InMessage {
     pub seq: u64,
 }
 
+/// Why a packet's bytes were not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The bytes lie beyond what the sender may send (unscheduled allowance
+    /// plus grants) or beyond the message.
+    BeyondGrant,
+    /// The message is already split into [`MAX_RANGES`] pieces.
+    TooFragmented,
+}
+
 impl InMessage {
-    /// A message of `length` bytes; the buffer is allocated zeroed, which the
-    /// allocator backs lazily.
-    pub fn new(length: u32, seq: u64) -> InMessage {
+    /// A message of `length` bytes of which the sender may send `granted`
+    /// without grants (already clamped by the caller to what this receiver
+    /// allows).
+    pub fn new(length: u32, granted: u32, seq: u64) -> InMessage {
         InMessage {
             length,
-            buf: BytesMut::zeroed(length as usize),
+            parts: BTreeMap::new(),
             ranges: RangeSet::default(),
             received: 0,
-            granted: 0,
+            granted: granted.min(length),
             priority: 0,
             seq,
         }
     }
 
-    /// Copies in the bytes of one packet at `offset`. The caller has checked
-    /// that they lie within the message.
-    pub fn add(&mut self, offset: u32, data: &[u8]) -> Added {
-        let end = offset + data.len() as u32;
-        let new = self.ranges.insert(offset, end);
+    /// Takes the bytes of one packet at `offset`, keeping only the parts not
+    /// yet present (as slices of `data`).
+    pub fn add(&mut self, offset: u32, data: Bytes) -> Result<Added, Refused> {
+        let len = data.len() as u32;
+        let end = offset.checked_add(len).ok_or(Refused::BeyondGrant)?;
+        if end > self.granted.min(self.length) {
+            return Err(Refused::BeyondGrant);
+        }
+        if len == 0 {
+            return Ok(Added::default());
+        }
+        if self.ranges.len() >= MAX_RANGES && self.ranges.would_add_range(offset, end) {
+            return Err(Refused::TooFragmented);
+        }
+        let mut new = 0;
+        for (s, e) in self.ranges.missing(offset, end) {
+            let part = data.slice((s - offset) as usize..(e - offset) as usize);
+            self.parts.insert(s, part);
+            new += e - s;
+        }
         if new > 0 {
-            self.buf[offset as usize..end as usize].copy_from_slice(data);
+            self.ranges.insert(offset, end);
             self.received += new;
         }
-        Added {
+        Ok(Added {
             new,
-            duplicate: data.len() as u32 - new,
-        }
+            duplicate: len - new,
+        })
     }
 
     /// All bytes present.
@@ -135,9 +216,14 @@ impl InMessage {
         self.ranges.first_gap(self.granted.min(self.length))
     }
 
+    /// Up to `max` missing ranges below what the sender may send, in order.
+    pub fn gaps(&self, max: usize) -> Vec<(u32, u32)> {
+        self.ranges.gaps(self.granted.min(self.length), max)
+    }
+
     /// The assembled message.
-    pub fn into_bytes(self) -> Bytes {
-        self.buf.freeze()
+    pub fn into_message(self) -> Message {
+        Message::from_parts(self.parts.into_values().collect())
     }
 }
 
@@ -176,20 +262,22 @@ mod tests {
     #[test]
     fn reassembles_out_of_order_and_duplicated() {
         let msg: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let mut m = InMessage::new(5000, 0);
-        m.granted = 5000;
+        let mut m = InMessage::new(5000, 5000, 0);
         let chunks: Vec<(u32, &[u8])> = msg
             .chunks(1000)
             .enumerate()
             .map(|(i, c)| (i as u32 * 1000, c))
             .collect();
         for &i in &[3usize, 0, 4, 0, 2, 3] {
-            m.add(chunks[i].0, chunks[i].1);
+            m.add(chunks[i].0, Bytes::copy_from_slice(chunks[i].1))
+                .unwrap();
         }
         assert!(!m.is_complete());
         assert_eq!(m.first_gap(), Some((1000, 2000)));
         assert_eq!(m.remaining(), 1000);
-        let a = m.add(chunks[1].0, chunks[1].1);
+        let a = m
+            .add(chunks[1].0, Bytes::copy_from_slice(chunks[1].1))
+            .unwrap();
         assert_eq!(
             a,
             Added {
@@ -197,7 +285,7 @@ mod tests {
                 duplicate: 0
             }
         );
-        let a = m.add(500, &msg[500..1500]);
+        let a = m.add(500, Bytes::copy_from_slice(&msg[500..1500])).unwrap();
         assert_eq!(
             a,
             Added {
@@ -206,13 +294,55 @@ mod tests {
             }
         );
         assert!(m.is_complete());
-        assert_eq!(&m.into_bytes()[..], &msg[..]);
+        assert_eq!(m.into_message(), msg[..]);
     }
 
     #[test]
     fn empty_message_is_complete_at_once() {
-        let m = InMessage::new(0, 0);
+        let m = InMessage::new(0, 0, 0);
         assert!(m.is_complete());
         assert_eq!(m.first_gap(), None);
+    }
+
+    #[test]
+    fn bytes_beyond_the_grant_are_refused() {
+        let mut m = InMessage::new(10_000, 2_000, 0);
+        let b = Bytes::from(vec![1u8; 1_000]);
+        assert!(m.add(0, b.clone()).is_ok());
+        assert_eq!(m.add(1_500, b.clone()), Err(Refused::BeyondGrant));
+        assert_eq!(m.add(u32::MAX - 10, b.clone()), Err(Refused::BeyondGrant));
+        m.granted = 10_000;
+        assert!(m.add(1_500, b).is_ok());
+        assert_eq!(m.received, 2_000);
+    }
+
+    #[test]
+    fn fragments_are_bounded() {
+        let mut m = InMessage::new(1 << 20, 1 << 20, 0);
+        let one = Bytes::from_static(b"x");
+        for i in 0..MAX_RANGES as u32 {
+            m.add(i * 2, one.clone()).unwrap();
+        }
+        assert_eq!(
+            m.add(MAX_RANGES as u32 * 2 + 10, one.clone()),
+            Err(Refused::TooFragmented)
+        );
+        // Filling a hole (merging ranges) is still allowed.
+        assert!(m.add(1, one).is_ok());
+    }
+
+    #[test]
+    fn gaps_and_missing() {
+        let mut r = RangeSet::default();
+        r.insert(10, 20);
+        r.insert(30, 40);
+        assert_eq!(r.missing(0, 50), vec![(0, 10), (20, 30), (40, 50)]);
+        assert_eq!(r.missing(12, 18), vec![]);
+        assert_eq!(r.missing(15, 35), vec![(20, 30)]);
+        assert_eq!(r.gaps(50, 8), vec![(0, 10), (20, 30), (40, 50)]);
+        assert_eq!(r.gaps(50, 2), vec![(0, 10), (20, 30)]);
+        assert_eq!(r.gaps(25, 8), vec![(0, 10), (20, 25)]);
+        assert!(r.would_add_range(50, 60));
+        assert!(!r.would_add_range(20, 25));
     }
 }

@@ -8,9 +8,9 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct PerType {
     /// Packets of each type, indexed by [`PacketType::index`].
-    pub packets: [u64; 9],
+    pub packets: [u64; PacketType::COUNT],
     /// Bytes (Homa header and payload) of each type.
-    pub bytes: [u64; 9],
+    pub bytes: [u64; PacketType::COUNT],
 }
 
 impl PerType {
@@ -58,8 +58,6 @@ pub struct Metrics {
     pub grants_srpt: u64,
     /// GRANT packets given to the oldest message (FIFO share).
     pub grants_fifo: u64,
-    /// Data packets sent from the oldest message (pacer FIFO share).
-    pub pacer_fifo_packets: u64,
     /// Timer expiries that found an RPC silent for `resend_ticks`.
     pub timeouts: u64,
     /// RESENDs sent after a timeout (also counted in `sent`).
@@ -68,7 +66,8 @@ pub struct Metrics {
     pub busy_replies: u64,
     /// Client RPCs restarted because the server did not know them.
     pub restarts: u64,
-    /// Peers declared dead.
+    /// Client RPCs failed because their server left `timeout_resends`
+    /// rounds unanswered (the peer is presumed dead).
     pub peers_dead: u64,
     /// Client RPCs that failed (any reason).
     pub rpcs_failed: u64,
@@ -98,8 +97,39 @@ pub struct Metrics {
     pub stale_duplicates: u64,
     /// Requests refused because they exceed `max_message_size`.
     pub oversized_requests: u64,
-    /// DATA that would have started a message beyond `rx_buffer_limit`.
+    /// DATA dropped because it would have taken the receive memory beyond
+    /// `rx_buffer_limit`.
     pub rx_buffer_drops: u64,
+    /// DATA bytes beyond what the sender may send (unscheduled allowance
+    /// plus our grants): dropped.
+    pub data_beyond_grant: u64,
+    /// DATA that would have split a message into too many pieces: dropped.
+    pub fragmented_dropped: u64,
+    /// New requests refused: `max_rpcs` (or the receive memory) reached and
+    /// no partly received request old enough to evict.
+    pub refused_rpc_limit: u64,
+    /// New requests refused: the client has `max_server_rpcs_per_peer`.
+    pub refused_peer_rpc_limit: u64,
+    /// New requests refused: the peer table is full of busy peers.
+    pub refused_peer_limit: u64,
+    /// Partly received requests evicted to admit new ones.
+    pub rpcs_evicted: u64,
+    /// RESENDs ignored: the range was just retransmitted or is queued.
+    pub resends_duplicate: u64,
+    /// RESENDs ignored: the message used its retransmission budget.
+    pub resends_over_budget: u64,
+    /// NEED_ACKs sent.
+    pub need_acks_sent: u64,
+    /// Fully sent responses freed without an ack after `timeout_resends`
+    /// NEED_ACKs.
+    pub need_ack_gave_up: u64,
+    /// Timer rounds put off to the next tick by the per-peer limit.
+    pub timer_rounds_deferred: u64,
+    /// Acknowledged RPCs forgotten before `ack_memory_ns` because
+    /// `max_remembered_acks` was reached.
+    pub acks_forgotten_early: u64,
+    /// Control packets dropped because the driver did not poll.
+    pub control_queue_drops: u64,
     /// Gauge: RPCs in existence (client and server).
     pub active_rpcs: u64,
     /// Gauge: client RPCs in existence.
@@ -112,4 +142,14 @@ pub struct Metrics {
     pub peers: u64,
     /// Gauge: acknowledged RPCs remembered against stale duplicates.
     pub remembered_acks: u64,
+    /// Gauge: requests partly received.
+    pub partial_requests: u64,
+    /// Gauge: timers filed.
+    pub timers: u64,
+    /// Gauge: 1 while some incoming message needs grants (the receiver
+    /// could use more downlink than it gets), else 0.
+    pub grantable_messages: u64,
+    /// Data packets sent out of the sender policy's preferred order (Homa:
+    /// the oldest message's FIFO share).
+    pub sender_out_of_order_packets: u64,
 }

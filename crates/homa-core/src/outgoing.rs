@@ -8,6 +8,22 @@ use std::collections::VecDeque;
 /// asks again after its next timeout), so a peer cannot grow our memory.
 const MAX_RESEND_RANGES: usize = 32;
 
+/// What a RESEND did to a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResendOutcome {
+    /// Bytes were queued for retransmission.
+    Queued,
+    /// The range lies in bytes not sent yet: the sender is busy elsewhere
+    /// (answer BUSY).
+    NotSentYet,
+    /// The range was retransmitted less than a cooldown ago (the copy is on
+    /// its way), or it is already queued: nothing to do.
+    Duplicate,
+    /// The message has used its retransmission budget: ignored, so that a
+    /// peer cannot make us send without end.
+    OverBudget,
+}
+
 /// The next packet's worth of a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chunk {
@@ -39,6 +55,11 @@ pub struct OutMessage {
     /// Priority of scheduled bytes, from the latest grant.
     pub sched_priority: u8,
     resend: VecDeque<(u32, u32, u8)>,
+    /// Ranges retransmitted recently and when (ns): a RESEND for them within
+    /// the cooldown is a duplicate.
+    served: VecDeque<(u32, u32, u64)>,
+    /// Bytes this message may still retransmit.
+    retransmit_budget: u64,
     /// Creation order, for the pacer's FIFO share and tie-breaking.
     pub seq: u64,
     empty_sent: bool,
@@ -46,11 +67,20 @@ pub struct OutMessage {
 
 impl OutMessage {
     /// A message whose first `unsched_limit` bytes (already rounded up to
-    /// whole packets by the caller) go without grants.
-    pub fn new(data: Bytes, unsched_limit: u32, unsched_priority: u8, seq: u64) -> OutMessage {
+    /// whole packets by the caller) go without grants. It may retransmit
+    /// `retransmit_budget` bytes over its life.
+    pub fn new(
+        data: Bytes,
+        unsched_limit: u32,
+        unsched_priority: u8,
+        seq: u64,
+        retransmit_budget: u64,
+    ) -> OutMessage {
         let length = data.len() as u32;
         let unsched_limit = unsched_limit.min(length);
         OutMessage {
+            served: VecDeque::new(),
+            retransmit_budget,
             data,
             length,
             next_offset: 0,
@@ -176,34 +206,58 @@ impl OutMessage {
     }
 
     /// Applies a RESEND for `[offset, offset+length)` (`length` already
-    /// resolved, never the "everything" marker): bytes already sent are
-    /// queued again, and the request also grants the range, since the
-    /// receiver evidently wants it (this repairs a lost GRANT). Returns true
-    /// if anything was queued for retransmission now; false means the
-    /// range lies in bytes not sent yet, so the caller answers BUSY.
-    pub fn resend(&mut self, offset: u32, length: u32, priority: u8) -> bool {
-        let end = offset.saturating_add(length).min(self.length);
-        if end > self.granted {
-            self.granted = end;
-        }
+    /// resolved, never the "everything" marker) at time `now` (ns). Only
+    /// bytes already sent are retransmitted: a RESEND never grants (a
+    /// receiver repeats its GRANT to repair a lost one). A range served less
+    /// than `cooldown` ns ago is not sent again, and the message never
+    /// retransmits more than its budget.
+    pub fn resend(
+        &mut self,
+        now: u64,
+        cooldown: u64,
+        offset: u32,
+        length: u32,
+        priority: u8,
+    ) -> ResendOutcome {
         if self.length == 0 {
-            let was_sent = self.empty_sent;
+            if !self.empty_sent {
+                return ResendOutcome::NotSentYet;
+            }
             self.empty_sent = false;
-            return was_sent;
+            return ResendOutcome::Queued;
         }
+        let end = offset.saturating_add(length).min(self.length);
         let sent_end = end.min(self.next_offset);
         if offset >= sent_end {
-            return false;
+            return ResendOutcome::NotSentYet;
         }
-        if self.resend.len() < MAX_RESEND_RANGES
-            && !self
-                .resend
-                .iter()
-                .any(|&(s, e, _)| s <= offset && sent_end <= e)
+        while self
+            .served
+            .front()
+            .is_some_and(|&(_, _, t)| now.saturating_sub(t) >= cooldown)
         {
-            self.resend.push_back((offset, sent_end, priority));
+            self.served.pop_front();
         }
-        true
+        let covers = |s: u32, e: u32| s <= offset && sent_end <= e;
+        if self.resend.iter().any(|&(s, e, _)| covers(s, e))
+            || self.served.iter().any(|&(s, e, _)| covers(s, e))
+        {
+            return ResendOutcome::Duplicate;
+        }
+        let bytes = (sent_end - offset) as u64;
+        if bytes > self.retransmit_budget {
+            return ResendOutcome::OverBudget;
+        }
+        if self.resend.len() >= MAX_RESEND_RANGES {
+            return ResendOutcome::Duplicate;
+        }
+        self.retransmit_budget -= bytes;
+        self.resend.push_back((offset, sent_end, priority));
+        if self.served.len() >= MAX_RESEND_RANGES {
+            self.served.pop_front();
+        }
+        self.served.push_back((offset, sent_end, now));
+        ResendOutcome::Queued
     }
 
     /// Stops sending: the receiver evidently has the whole message (a
@@ -218,6 +272,7 @@ impl OutMessage {
     /// Starts over as if never sent (the receiver lost all state).
     pub fn restart(&mut self) {
         self.resend.clear();
+        self.served.clear();
         self.next_offset = 0;
         self.granted = self.unsched_limit;
         self.empty_sent = false;
@@ -229,7 +284,13 @@ mod tests {
     use super::*;
 
     fn msg(len: usize, unsched: u32) -> OutMessage {
-        OutMessage::new(Bytes::from(vec![7u8; len]), unsched, 6, 0)
+        OutMessage::new(
+            Bytes::from(vec![7u8; len]),
+            unsched,
+            6,
+            0,
+            len as u64 + 1_000,
+        )
     }
 
     #[test]
@@ -266,34 +327,60 @@ mod tests {
         let c = m.next_chunk(1_000).unwrap();
         assert_eq!((c.offset, c.len), (0, 0));
         assert!(m.all_sent() && !m.has_sendable());
-        assert!(m.resend(0, 0, 7));
+        assert_eq!(m.resend(0, 10, 0, 0, 7), ResendOutcome::Queued);
         assert!(m.has_sendable());
     }
 
     #[test]
-    fn resend_requeues_sent_bytes_and_grants_the_range() {
+    fn resend_requeues_only_sent_bytes_and_never_grants() {
         let mut m = msg(10_000, 3_000);
         while m.next_chunk(1_000).is_some() {}
-        // Range partly sent: only the sent part is retransmitted; the rest
-        // becomes granted and goes out as new data.
-        assert!(m.resend(2_500, 2_000, 5));
-        assert_eq!(m.granted, 4_500);
+        // Range partly sent: only the sent part is retransmitted, and
+        // nothing beyond the grant becomes sendable.
+        assert_eq!(m.resend(0, 10, 2_500, 2_000, 5), ResendOutcome::Queued);
+        assert_eq!(m.granted, 3_000);
         let c = m.next_chunk(1_000).unwrap();
         assert_eq!(
             (c.offset, c.len, c.retransmit, c.priority),
             (2_500, 500, true, 5)
         );
-        let c = m.next_chunk(1_000).unwrap();
-        assert_eq!((c.offset, c.len, c.retransmit), (3_000, 1_000, false));
+        assert_eq!(m.next_chunk(1_000), None);
         // Range entirely unsent: nothing to retransmit → caller sends BUSY.
         let mut m = msg(10_000, 3_000);
-        assert!(!m.resend(0, 100, 5));
-        // Duplicate RESENDs are not queued twice.
+        assert_eq!(m.resend(0, 10, 0, 100, 5), ResendOutcome::NotSentYet);
+    }
+
+    #[test]
+    fn resends_within_the_cooldown_are_duplicates() {
+        let mut m = msg(10_000, 3_000);
         while m.next_chunk(1_000).is_some() {}
-        assert!(m.resend(0, 1_000, 5));
-        assert!(m.resend(0, 1_000, 5));
+        assert_eq!(m.resend(0, 10, 0, 1_000, 5), ResendOutcome::Queued);
+        // Still queued: a duplicate.
+        assert_eq!(m.resend(1, 10, 0, 1_000, 5), ResendOutcome::Duplicate);
         assert!(m.next_chunk(1_000).unwrap().retransmit);
-        assert!(!m.next_chunk(1_000).is_some_and(|c| c.retransmit));
+        // Sent, but within the cooldown: still a duplicate.
+        assert_eq!(m.resend(5, 10, 0, 1_000, 5), ResendOutcome::Duplicate);
+        // After the cooldown it goes again.
+        assert_eq!(m.resend(10, 10, 0, 1_000, 5), ResendOutcome::Queued);
+    }
+
+    #[test]
+    fn retransmission_budget_is_finite() {
+        let mut m = OutMessage::new(Bytes::from(vec![7u8; 3_000]), 3_000, 6, 0, 4_000);
+        while m.next_chunk(1_000).is_some() {}
+        let mut t = 0;
+        let mut queued = 0;
+        loop {
+            match m.resend(t, 1, 0, 3_000, 5) {
+                ResendOutcome::Queued => queued += 1,
+                ResendOutcome::OverBudget => break,
+                other => panic!("{other:?}"),
+            }
+            while m.next_chunk(1_000).is_some() {}
+            t += 1;
+        }
+        // 4,000 bytes of budget: one whole retransmission of 3,000.
+        assert_eq!(queued, 1);
     }
 
     #[test]

@@ -1,10 +1,18 @@
-//! What an endpoint remembers about each peer (address and port): the
-//! cutoffs it gave us, loss-detection state, and acks owed to it.
+//! What an endpoint remembers about each peer (address and port), and the
+//! bounded table that holds it.
+//!
+//! A peer exists only while it has an accepted RPC, owes or is owed acks, or
+//! was recently busy: a packet that is refused creates nothing. Idle peers
+//! are kept (for their cutoffs) until `peer_idle_ns` passes or the table is
+//! full, then forgotten oldest first. Per-peer state is where per-peer
+//! parameters (RTT, windows, link rate) live when a policy needs them.
 
 use crate::priority::PriorityPlan;
 use crate::Nanos;
 use homa_wire::MAX_PRIORITIES;
-use std::collections::VecDeque;
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeSet, VecDeque};
+use std::net::SocketAddr;
 
 /// Per-peer state.
 #[derive(Debug, Clone)]
@@ -13,44 +21,199 @@ pub struct Peer {
     pub cutoffs: [u32; MAX_PRIORITIES],
     /// Version of those cutoffs; 0 = the defaults, none received yet.
     pub cutoff_version: u16,
-    /// Tick at which we last sent this peer our cutoffs.
-    pub cutoffs_sent_tick: Option<u64>,
-    /// RESENDs (or NEED_ACKs) sent since we last heard from the peer.
-    pub outstanding_resends: u32,
-    /// Tick of the latest RESEND to this peer.
-    pub last_resend_tick: Option<u64>,
-    /// Id of the RPC that got the latest RESEND, so the next one goes to
-    /// the following RPC (rotation).
-    pub resend_cursor: u64,
+    /// When we last sent this peer our cutoffs (ns).
+    pub cutoffs_sent_at: Option<Nanos>,
     /// Client ids of finished RPCs whose server (this peer) has not been
     /// told yet.
     pub pending_acks: VecDeque<u64>,
-    /// Timer tick at which `pending_acks` last went from empty to
-    /// non-empty.
-    pub acks_pending_since: u64,
-    /// Last time anything was heard from or sent to the peer.
-    pub last_active: Nanos,
+    /// Deadline of the timer that flushes `pending_acks`.
+    pub acks_timer: Option<Nanos>,
+    /// RPCs with this peer (client and server).
+    pub rpcs: u32,
+    /// Server RPCs (requests from this peer) in the table.
+    pub server_rpcs: u32,
+    /// Timer-driven control packets (RESEND, NEED_ACK) this peer may still
+    /// be sent in the current tick.
+    pub timer_tokens: u32,
+    /// Tick to which `timer_tokens` belongs.
+    pub tokens_tick: u64,
+    /// Key in the table's idle set while the peer is idle.
+    idle_since: Option<Nanos>,
 }
 
 impl Peer {
-    /// A peer we know nothing about yet.
-    pub fn new(now: Nanos, num_priorities: u8) -> Peer {
+    fn new(num_priorities: u8) -> Peer {
         Peer {
             cutoffs: PriorityPlan::default_for(num_priorities).cutoffs,
             cutoff_version: 0,
-            cutoffs_sent_tick: None,
-            outstanding_resends: 0,
-            last_resend_tick: None,
-            resend_cursor: 0,
+            cutoffs_sent_at: None,
             pending_acks: VecDeque::new(),
-            acks_pending_since: 0,
-            last_active: now,
+            acks_timer: None,
+            rpcs: 0,
+            server_rpcs: 0,
+            timer_tokens: 0,
+            tokens_tick: u64::MAX,
+            idle_since: None,
         }
     }
 
-    /// A packet arrived from the peer: it is alive.
-    pub fn heard_from(&mut self, now: Nanos) {
-        self.outstanding_resends = 0;
-        self.last_active = now;
+    /// Takes one of this tick's `per_tick` timer packets; false when the
+    /// peer has had its share this tick.
+    pub fn take_timer_token(&mut self, tick: u64, per_tick: u32) -> bool {
+        if self.tokens_tick != tick {
+            self.tokens_tick = tick;
+            self.timer_tokens = per_tick;
+        }
+        if self.timer_tokens == 0 {
+            return false;
+        }
+        self.timer_tokens -= 1;
+        true
+    }
+
+    fn is_idle(&self) -> bool {
+        self.rpcs == 0 && self.pending_acks.is_empty()
+    }
+}
+
+/// The peer table is full of busy peers: nothing can be forgotten to make
+/// room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeersFull;
+
+/// All peers, at most `max` of them.
+#[derive(Debug)]
+pub struct PeerTable {
+    map: FxHashMap<SocketAddr, Peer>,
+    idle: BTreeSet<(Nanos, SocketAddr)>,
+    max: usize,
+    num_priorities: u8,
+}
+
+impl PeerTable {
+    /// An empty table of at most `max` peers.
+    pub fn new(max: usize, num_priorities: u8) -> PeerTable {
+        PeerTable {
+            map: FxHashMap::default(),
+            idle: BTreeSet::new(),
+            max: max.max(1),
+            num_priorities,
+        }
+    }
+
+    /// The peer at `addr`, if known.
+    pub fn get(&self, addr: &SocketAddr) -> Option<&Peer> {
+        self.map.get(addr)
+    }
+
+    /// Mutable [`PeerTable::get`].
+    pub fn get_mut(&mut self, addr: &SocketAddr) -> Option<&mut Peer> {
+        self.map.get_mut(addr)
+    }
+
+    /// The peer at `addr`, created if needed; when the table is full the
+    /// longest-idle peer is forgotten to make room.
+    pub fn get_or_create(&mut self, addr: SocketAddr) -> Result<&mut Peer, PeersFull> {
+        if !self.map.contains_key(&addr) {
+            if self.map.len() >= self.max {
+                let Some((_, old)) = self.idle.pop_first() else {
+                    return Err(PeersFull);
+                };
+                self.map.remove(&old);
+            }
+            self.map.insert(addr, Peer::new(self.num_priorities));
+        }
+        Ok(self.map.get_mut(&addr).expect("present"))
+    }
+
+    /// Files the peer as idle or busy after its RPCs or acks changed.
+    pub fn refresh(&mut self, addr: SocketAddr, now: Nanos) {
+        let Some(p) = self.map.get_mut(&addr) else {
+            return;
+        };
+        match (p.is_idle(), p.idle_since) {
+            (true, None) => {
+                p.idle_since = Some(now);
+                self.idle.insert((now, addr));
+            }
+            (false, Some(t)) => {
+                p.idle_since = None;
+                self.idle.remove(&(t, addr));
+            }
+            _ => {}
+        }
+    }
+
+    /// Forgets peers idle since before `now - idle_ns`; returns how many.
+    pub fn sweep(&mut self, now: Nanos, idle_ns: Nanos) -> usize {
+        let mut n = 0;
+        while let Some(&(t, addr)) = self.idle.first() {
+            if now.saturating_sub(t) < idle_ns {
+                break;
+            }
+            self.idle.pop_first();
+            self.map.remove(&addr);
+            n += 1;
+        }
+        n
+    }
+
+    /// Peers known.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when no peer is known.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Since when the longest-idle peer is idle.
+    pub fn oldest_idle(&self) -> Option<Nanos> {
+        self.idle.first().map(|&(t, _)| t)
+    }
+
+    /// Peers that are idle (forgettable).
+    pub fn idle_len(&self) -> usize {
+        self.idle.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(i: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], i))
+    }
+
+    #[test]
+    fn bounded_and_forgets_idle_peers_first() {
+        let mut t = PeerTable::new(2, 8);
+        t.get_or_create(a(1)).unwrap().rpcs = 1;
+        t.refresh(a(1), 0);
+        t.get_or_create(a(2)).unwrap();
+        t.refresh(a(2), 5);
+        // Full: the idle peer 2 makes room for 3.
+        t.get_or_create(a(3)).unwrap().rpcs = 1;
+        t.refresh(a(3), 6);
+        assert!(t.get(&a(2)).is_none());
+        // Full of busy peers: refused.
+        assert_eq!(t.get_or_create(a(4)).unwrap_err(), PeersFull);
+        // A peer that goes idle is swept after the idle time.
+        t.get_mut(&a(1)).unwrap().rpcs = 0;
+        t.refresh(a(1), 10);
+        assert_eq!(t.sweep(15, 10), 0);
+        assert_eq!(t.sweep(20, 10), 1);
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn timer_tokens_refill_each_tick() {
+        let mut p = Peer::new(8);
+        assert!(p.take_timer_token(1, 2));
+        assert!(p.take_timer_token(1, 2));
+        assert!(!p.take_timer_token(1, 2));
+        assert!(p.take_timer_token(2, 2));
     }
 }

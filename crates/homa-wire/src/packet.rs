@@ -79,8 +79,13 @@ pub enum PacketType {
 }
 
 impl PacketType {
+    /// Number of packet types. Adding a variant to [`PacketType`] forces
+    /// [`PacketType::index`] (an exhaustive match) to be extended, and the
+    /// length of [`PacketType::ALL`] must then be raised with this count.
+    pub const COUNT: usize = 9;
+
     /// Every packet type, in code order.
-    pub const ALL: [PacketType; 9] = [
+    pub const ALL: [PacketType; Self::COUNT] = [
         PacketType::Data,
         PacketType::Grant,
         PacketType::Resend,
@@ -102,9 +107,19 @@ impl PacketType {
         self as u8
     }
 
-    /// Dense index 0..9, for per-type counters.
-    pub fn index(self) -> usize {
-        (self as u8 - 0x10) as usize
+    /// Dense index `0..COUNT`, for per-type counters (`[u64; COUNT]`).
+    pub const fn index(self) -> usize {
+        match self {
+            PacketType::Data => 0,
+            PacketType::Grant => 1,
+            PacketType::Resend => 2,
+            PacketType::RpcUnknown => 3,
+            PacketType::Busy => 4,
+            PacketType::Cutoffs => 5,
+            PacketType::Freeze => 6,
+            PacketType::NeedAck => 7,
+            PacketType::Ack => 8,
+        }
     }
 
     /// Upper-case name as used in the Homa literature.

@@ -352,10 +352,11 @@ impl Endpoint {
         Ok(())
     }
 
-    /// A one-line description of an RPC's protocol state (see
-    /// [`homa_core::Endpoint::describe_rpc`]), for diagnostics.
-    pub fn describe_rpc(&self, id: RpcId) -> Option<String> {
-        self.inner.lock().core.describe_rpc(id)
+    /// A snapshot of an RPC's protocol state (see
+    /// [`homa_core::Endpoint::rpc_snapshot`]; it displays as one line), for
+    /// diagnostics.
+    pub fn rpc_snapshot(&self, id: RpcId) -> Option<homa_core::RpcSnapshot> {
+        self.inner.lock().core.rpc_snapshot(id)
     }
 
     /// Abandons an RPC: a client RPC is forgotten (its response, if it comes,
@@ -521,7 +522,10 @@ impl Inner {
             any = true;
             match ev {
                 Event::Request { rpc, message } => {
-                    let mut req = Some(Request { id: rpc, message });
+                    let mut req = Some(Request {
+                        id: rpc,
+                        message: message.into_bytes(),
+                    });
                     while let Some(tx) = st.async_requests.pop_front() {
                         match tx.send(req.take().expect("present until sent")) {
                             Ok(()) => break,
@@ -532,7 +536,7 @@ impl Inner {
                         st.requests.push_back(r);
                     }
                 }
-                Event::Response { rpc, message } => Self::finish(st, rpc, Ok(message)),
+                Event::Response { rpc, message } => Self::finish(st, rpc, Ok(message.into_bytes())),
                 Event::Failed { rpc, error } => Self::finish(st, rpc, Err(error.into())),
             }
         }

@@ -47,6 +47,10 @@ pub enum Error {
     /// `reply` for something that is not a request awaiting a reply.
     #[error("{0} is not a request awaiting a reply")]
     NotAwaitingReply(RpcId),
+    /// A configured limit of the endpoint (named: `max_rpcs`,
+    /// `tx_buffer_limit`, `max_peers`) would be exceeded; try again later.
+    #[error("the endpoint is at its {0} limit")]
+    Limit(&'static str),
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -62,6 +66,7 @@ impl From<homa_core::Error> for Error {
             homa_core::Error::UnknownRpc(id) => Error::UnknownRpc(id),
             homa_core::Error::NotAwaitingReply(id) => Error::NotAwaitingReply(id),
             homa_core::Error::BadAddress(a, why) => Error::BadAddress(format!("{a}: {why}")),
+            homa_core::Error::Limit(what) => Error::Limit(what),
         }
     }
 }

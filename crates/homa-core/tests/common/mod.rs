@@ -995,8 +995,8 @@ impl Network {
 
     fn on_event(&mut self, i: usize, ev: Event) {
         match ev {
-            Event::Request { rpc, message } => self.on_request(i, rpc, message),
-            Event::Response { rpc, message } => self.on_response(i, rpc, message),
+            Event::Request { rpc, message } => self.on_request(i, rpc, message.into_bytes()),
+            Event::Response { rpc, message } => self.on_response(i, rpc, message.into_bytes()),
             Event::Failed { rpc, error } => self.on_failed(i, rpc, error),
         }
     }

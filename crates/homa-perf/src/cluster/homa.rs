@@ -325,7 +325,8 @@ fn sweep(ep: &Endpoint, shared: &Shared, timeout: Duration, tally: &mut Tally) {
             id.id,
             id.peer,
             p.size,
-            ep.describe_rpc(id)
+            ep.rpc_snapshot(id)
+                .map(|s| s.to_string())
                 .unwrap_or_else(|| "unknown to the core".into())
         );
         let _ = ep.abort(id);

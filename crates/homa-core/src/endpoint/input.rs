@@ -1,0 +1,573 @@
+//! Received packets. Every header field is a claim checked against what
+//! this endpoint sent or granted; a packet that fails a check is counted
+//! and dropped, and a refused packet leaves no state behind.
+
+use super::Endpoint;
+use crate::config::RPC_MEMORY_CHARGE;
+use crate::event::{Event, RpcError, RpcId};
+use crate::incoming::{InMessage, Refused};
+use crate::outgoing::ResendOutcome;
+use crate::rpc::{Phase, Rpc};
+use crate::timers::Timer;
+use crate::Nanos;
+use bytes::Bytes;
+use homa_wire::{
+    AckEntry, AckList, Body, DataHeader, Packet, DATA_FLAG_INCAST, MAX_ACKS, RESEND_ALL,
+};
+use std::net::{IpAddr, SocketAddr};
+use tracing::{debug, trace};
+
+impl Endpoint {
+    /// Processes one received packet from `src` (the sender's IP address;
+    /// its port is in the Homa header). DATA bytes are copied out of `data`.
+    /// Malformed and invalid packets are counted and dropped.
+    pub fn handle_packet(&mut self, now: Nanos, src: IpAddr, data: &[u8]) {
+        match Packet::parse(data) {
+            Ok(p) => {
+                let payload = match &p.body {
+                    Body::Data { payload, .. } => Bytes::copy_from_slice(payload),
+                    _ => Bytes::new(),
+                };
+                self.dispatch(now, src, p, payload, data.len());
+            }
+            Err(e) => self.malformed(src, &e),
+        }
+    }
+
+    /// Like [`Endpoint::handle_packet`], but DATA bytes are kept as slices
+    /// of `data` (no copy) until the message is delivered.
+    pub fn handle_packet_bytes(&mut self, now: Nanos, src: IpAddr, data: Bytes) {
+        match Packet::parse(&data) {
+            Ok(p) => {
+                let payload = match &p.body {
+                    Body::Data { payload, .. } if !payload.is_empty() => data.slice_ref(payload),
+                    _ => Bytes::new(),
+                };
+                self.dispatch(now, src, p, payload, data.len());
+            }
+            Err(e) => self.malformed(src, &e),
+        }
+    }
+
+    /// Like [`Endpoint::handle_packet_bytes`] for a packet that comes as a
+    /// Homa header and, for DATA, the message bytes separately (as a
+    /// [`super::Transmit`] carries it): `header` holds the whole header,
+    /// `payload` the bytes after it.
+    pub fn handle_packet_parts(&mut self, now: Nanos, src: IpAddr, header: &[u8], payload: Bytes) {
+        match Packet::parse(header) {
+            Ok(p) => {
+                let payload = match &p.body {
+                    Body::Data {
+                        payload: inline, ..
+                    } if payload.is_empty() => Bytes::copy_from_slice(inline),
+                    Body::Data { payload: &[], .. } => payload,
+                    _ if payload.is_empty() => Bytes::new(),
+                    _ => {
+                        self.metrics.malformed_dropped += 1;
+                        return;
+                    }
+                };
+                let len = header.len() + payload.len();
+                self.dispatch(now, src, p, payload, len);
+            }
+            Err(e) => self.malformed(src, &e),
+        }
+    }
+
+    fn malformed(&mut self, src: IpAddr, e: &homa_wire::WireError) {
+        self.metrics.malformed_dropped += 1;
+        debug!(%src, error = %e, "malformed packet dropped");
+    }
+
+    fn dispatch(
+        &mut self,
+        now: Nanos,
+        src: IpAddr,
+        packet: Packet<'_>,
+        payload: Bytes,
+        len: usize,
+    ) {
+        self.metrics.received.count(packet.packet_type(), len);
+        if packet.common.dport != self.local.port() || packet.common.sport == 0 {
+            self.metrics.invalid_dropped += 1;
+            debug!(%src, dport = packet.common.dport, "packet for another port dropped");
+            return;
+        }
+        self.acked.expire(now);
+        let peer = SocketAddr::new(src, packet.common.sport);
+        // The sender's id with the low bit flipped is ours for the RPC.
+        let id = RpcId {
+            peer,
+            id: packet.common.sender_id ^ 1,
+        };
+        let top = self.config.top_priority();
+        match packet.body {
+            Body::Data { header, .. } => self.handle_data(now, id, &header, payload),
+            Body::Grant { offset, priority } => {
+                self.handle_grant(now, id, offset, priority.min(top))
+            }
+            Body::Resend {
+                offset,
+                length,
+                priority,
+            } => self.handle_resend(now, id, offset, length, priority.min(top)),
+            Body::RpcUnknown => self.handle_unknown(now, id),
+            Body::Busy => match self.rpcs.get_mut(&id) {
+                Some(rpc) => rpc.heard_unless_acking(now),
+                None => self.metrics.unknown_rpc_packets += 1,
+            },
+            Body::Cutoffs { cutoffs, version } => match self.peers.get_mut(&peer) {
+                Some(p) => {
+                    p.cutoffs = cutoffs;
+                    p.cutoff_version = version;
+                }
+                None => self.metrics.unknown_rpc_packets += 1,
+            },
+            Body::Freeze => {}
+            Body::NeedAck => self.handle_need_ack(now, id),
+            Body::Ack { acks } => {
+                if packet.common.sender_id & 1 == 0 && packet.common.sender_id != 0 {
+                    self.handle_ack(now, id);
+                }
+                for a in acks.as_slice() {
+                    self.handle_piggybacked_ack(now, peer, a);
+                }
+            }
+        }
+    }
+
+    fn handle_piggybacked_ack(&mut self, now: Nanos, peer: SocketAddr, a: &AckEntry) {
+        if a.client_id != 0 && a.server_port == self.local.port() {
+            self.handle_ack(
+                now,
+                RpcId {
+                    peer,
+                    id: a.client_id | 1,
+                },
+            );
+        }
+    }
+
+    fn handle_data(&mut self, now: Nanos, id: RpcId, h: &DataHeader, payload: Bytes) {
+        if h.offset as u64 + payload.len() as u64 > h.message_length as u64 {
+            self.metrics.invalid_dropped += 1;
+            return;
+        }
+        if id.is_client() {
+            if !self.rpcs.get(&id).is_some_and(Rpc::is_client) {
+                self.metrics.unknown_rpc_packets += 1;
+                return;
+            }
+        } else {
+            self.handle_piggybacked_ack(now, id.peer, &h.ack);
+            if self.acked.contains(&id) {
+                self.metrics.stale_duplicates += 1;
+                return;
+            }
+            match self.rpcs.get(&id) {
+                None => {
+                    if !self.accept_request(now, id, h, payload.len()) {
+                        return;
+                    }
+                }
+                Some(rpc) if !matches!(rpc.phase, Phase::Receiving { .. }) => {
+                    // The request is already complete: a duplicate.
+                    self.metrics.duplicate_data_bytes += payload.len() as u64;
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+        if !self.has_response_started(&id) && !self.start_response(now, id, h) {
+            return;
+        }
+        if self.receiver.buffered + payload.len() as u64 > self.config.rx_buffer_limit {
+            self.metrics.rx_buffer_drops += 1;
+            return;
+        }
+        let rpc = self.rpcs.get_mut(&id).expect("present");
+        if rpc.phase.msgin().expect("present").length != h.message_length {
+            self.metrics.invalid_dropped += 1;
+            return;
+        }
+        rpc.heard(now);
+        let m = rpc.phase.msgin_mut().expect("present");
+        let before = m.outstanding();
+        m.granted = m
+            .granted
+            .max(self.receiver.initial_grant(m.length, h.incoming));
+        let result = m.add(h.offset, payload);
+        let after = m.outstanding();
+        let complete = m.is_complete();
+        self.receiver.outstanding = self.receiver.outstanding + after as u64 - before as u64;
+        let added = match result {
+            Ok(a) => a,
+            Err(Refused::BeyondGrant) => {
+                self.metrics.data_beyond_grant += 1;
+                self.after_change(now, id);
+                return;
+            }
+            Err(Refused::TooFragmented) => {
+                self.metrics.fragmented_dropped += 1;
+                return;
+            }
+        };
+        self.receiver.buffered += added.new as u64;
+        self.metrics.duplicate_data_bytes += added.duplicate as u64;
+        self.receiver.policy.on_received(now, added.new);
+        self.maybe_send_cutoffs(now, id, h.cutoff_version);
+        if complete {
+            self.complete_msgin(now, id);
+        } else {
+            self.after_change(now, id);
+        }
+        self.schedule_grants(now);
+    }
+
+    fn has_response_started(&self, id: &RpcId) -> bool {
+        self.rpcs.get(id).is_some_and(|r| r.phase.msgin().is_some())
+    }
+
+    /// Admits a new request (server side): within the per-peer and global
+    /// limits, evicting the partly received request that has made no
+    /// progress for longest (at least a tick) when the table or the receive
+    /// memory is full. Returns false, with nothing created, if refused.
+    fn accept_request(&mut self, now: Nanos, id: RpcId, h: &DataHeader, first: usize) -> bool {
+        if h.message_length > self.config.max_message_size {
+            // Refuse it for good: remembered like an acked RPC, it draws no
+            // RPC_UNKNOWN, so the client does not restart it over and over.
+            self.metrics.invalid_dropped += 1;
+            self.metrics.oversized_requests += 1;
+            self.remember_done(now, id);
+            return false;
+        }
+        if self
+            .peers
+            .get(&id.peer)
+            .is_some_and(|p| p.server_rpcs >= self.config.max_server_rpcs_per_peer)
+        {
+            self.metrics.refused_peer_rpc_limit += 1;
+            return false;
+        }
+        let need = RPC_MEMORY_CHARGE + first as u64;
+        loop {
+            let full = self.rpcs.len() >= self.config.max_rpcs as usize;
+            let no_memory = self.receiver.buffered + need > self.config.rx_buffer_limit;
+            if !full && !no_memory {
+                break;
+            }
+            match self.receiver.stalest_embryo() {
+                Some((t, victim)) if t + self.config.tick_ns <= now => {
+                    trace!(%victim, "partly received request evicted");
+                    self.remove_rpc(now, victim);
+                    self.metrics.rpcs_evicted += 1;
+                }
+                _ if full => {
+                    self.metrics.refused_rpc_limit += 1;
+                    return false;
+                }
+                _ => {
+                    self.metrics.rx_buffer_drops += 1;
+                    return false;
+                }
+            }
+        }
+        let Ok(p) = self.peers.get_or_create(id.peer) else {
+            self.metrics.refused_peer_limit += 1;
+            return false;
+        };
+        p.rpcs += 1;
+        p.server_rpcs += 1;
+        self.refresh_peer(now, id.peer);
+        let seq = self.next_seq();
+        let granted = self.receiver.initial_grant(h.message_length, h.incoming);
+        let request = InMessage::new(h.message_length, granted, seq);
+        let mut rpc = Rpc::new(Phase::Receiving { request }, now);
+        rpc.incast = h.flags & DATA_FLAG_INCAST != 0;
+        self.receiver.buffered += RPC_MEMORY_CHARGE;
+        self.receiver.outstanding += granted as u64;
+        self.record_size(now, h.message_length);
+        self.rpcs.insert(id, rpc);
+        true
+    }
+
+    /// The first packet of a response: starts reassembly (client side).
+    fn start_response(&mut self, now: Nanos, id: RpcId, h: &DataHeader) -> bool {
+        if h.message_length > self.config.max_message_size {
+            // A response we will never accept: fail the RPC now rather
+            // than let it time out.
+            self.metrics.invalid_dropped += 1;
+            let max = self.config.max_message_size;
+            let len = h.message_length;
+            self.fail_client_rpc(now, id, RpcError::ResponseTooLong { len, max });
+            return false;
+        }
+        if self.receiver.buffered + RPC_MEMORY_CHARGE > self.config.rx_buffer_limit {
+            self.metrics.rx_buffer_drops += 1;
+            return false;
+        }
+        let seq = self.next_seq();
+        let granted = self.receiver.initial_grant(h.message_length, h.incoming);
+        let rpc = self.rpcs.get_mut(&id).expect("present");
+        let Phase::Client { request, response } = &mut rpc.phase else {
+            return false;
+        };
+        // The server has the whole request: stop sending it.
+        request.finish();
+        *response = Some(InMessage::new(h.message_length, granted, seq));
+        self.receiver.buffered += RPC_MEMORY_CHARGE;
+        self.receiver.outstanding += granted as u64;
+        self.record_size(now, h.message_length);
+        true
+    }
+
+    /// Records a new message's size for the cutoffs, which are recomputed
+    /// `cutoff_update_interval_ns` after the first size since the last time.
+    fn record_size(&mut self, now: Nanos, length: u32) {
+        self.receiver.record_size(length);
+        if self.receiver.cutoffs_timer.is_none() {
+            let at = now + self.config.cutoff_update_interval_ns;
+            self.receiver.cutoffs_timer = Some(self.timers.set(Timer::Cutoffs, None, at));
+        }
+    }
+
+    fn maybe_send_cutoffs(&mut self, now: Nanos, id: RpcId, their_version: u16) {
+        let version = self.receiver.plan_version();
+        if their_version == version {
+            return;
+        }
+        let tick_ns = self.config.tick_ns;
+        let Some(p) = self.peers.get_mut(&id.peer) else {
+            return;
+        };
+        if p.cutoffs_sent_at.is_some_and(|t| now < t + tick_ns) {
+            return;
+        }
+        p.cutoffs_sent_at = Some(now);
+        self.metrics.cutoffs_sent += 1;
+        let body = Body::Cutoffs {
+            cutoffs: self.receiver.cutoffs().0.cutoffs,
+            version,
+        };
+        self.queue_control(id, body);
+    }
+
+    /// A whole message arrived: hand it to the application.
+    fn complete_msgin(&mut self, now: Nanos, id: RpcId) {
+        let rpc = self.rpcs.get_mut(&id).expect("present");
+        let m = match &mut rpc.phase {
+            Phase::Client { response, .. } => response.take().expect("complete response"),
+            Phase::Receiving { .. } => {
+                let Phase::Receiving { request } =
+                    std::mem::replace(&mut rpc.phase, Phase::InService)
+                else {
+                    unreachable!("matched above")
+                };
+                request
+            }
+            _ => unreachable!("only receiving RPCs complete messages"),
+        };
+        self.receiver.release(&m);
+        let message = m.into_message();
+        if id.is_client() {
+            self.remove_rpc(now, id);
+            self.metrics.responses_delivered += 1;
+            self.events.push_back(Event::Response { rpc: id, message });
+            self.queue_ack(now, id);
+        } else {
+            self.rpcs.get_mut(&id).expect("present").heard(now);
+            self.after_change(now, id);
+            self.metrics.requests_delivered += 1;
+            self.events.push_back(Event::Request { rpc: id, message });
+        }
+    }
+
+    /// Owes the server an ack for a finished client RPC; a full batch goes
+    /// out at once, smaller ones ride on requests, or go in an ACK packet
+    /// once they have waited a tick or two.
+    fn queue_ack(&mut self, now: Nanos, id: RpcId) {
+        let tick_ns = self.config.tick_ns;
+        let Some(p) = self.peers.get_mut(&id.peer) else {
+            return;
+        };
+        p.pending_acks.push_back(id.id);
+        if p.acks_timer.is_none() {
+            // Flushed at the second tick boundary from now: acks owed for
+            // less than a full tick ride on the next request instead
+            // (flushing every peer's acks on every tick sent a burst of one
+            // ACK per peer, found in the simulator at 144 hosts).
+            let at = (now / tick_ns + 2) * tick_ns;
+            p.acks_timer = Some(self.timers.set(Timer::Acks(id.peer), None, at));
+        }
+        let full = p.pending_acks.len() >= MAX_ACKS;
+        self.refresh_peer(now, id.peer);
+        if full {
+            self.flush_acks(now, id.peer, 0);
+        }
+    }
+
+    /// Sends every ack owed to `peer` in ACK packets; `header_id` goes in
+    /// the common header (an RPC being acked, or 0).
+    pub(super) fn flush_acks(&mut self, now: Nanos, peer: SocketAddr, header_id: u64) {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        let mut batches = Vec::new();
+        while !p.pending_acks.is_empty() || (batches.is_empty() && header_id != 0) {
+            let mut acks = AckList::new();
+            while !acks.is_full() {
+                let Some(client_id) = p.pending_acks.pop_front() else {
+                    break;
+                };
+                let _ = acks.push(AckEntry {
+                    client_id,
+                    server_port: peer.port(),
+                });
+            }
+            batches.push(acks);
+        }
+        let timer = p.acks_timer.take();
+        self.timers.cancel(Timer::Acks(peer), timer);
+        self.refresh_peer(now, peer);
+        for acks in batches {
+            self.metrics.acks_sent += acks.len() as u64;
+            self.queue_control(
+                RpcId {
+                    peer,
+                    id: header_id,
+                },
+                Body::Ack { acks },
+            );
+        }
+    }
+
+    fn handle_grant(&mut self, now: Nanos, id: RpcId, offset: u32, priority: u8) {
+        let Some(rpc) = self.rpcs.get_mut(&id) else {
+            self.metrics.unknown_rpc_packets += 1;
+            return;
+        };
+        if let Some(m) = rpc.phase.msgout_mut() {
+            m.grant(offset, priority);
+            rpc.heard_unless_acking(now);
+            self.after_change(now, id);
+        }
+    }
+
+    fn handle_resend(&mut self, now: Nanos, id: RpcId, offset: u32, length: u32, priority: u8) {
+        let Some(rpc) = self.rpcs.get_mut(&id) else {
+            self.metrics.unknown_rpc_packets += 1;
+            if !self.acked.contains(&id) {
+                self.queue_control(id, Body::RpcUnknown);
+            }
+            return;
+        };
+        let cooldown = self.config.resend_interval as u64 * self.config.tick_ns / 2;
+        let outcome = match &mut rpc.phase {
+            // A client whose response has started: the request is complete.
+            Phase::Client {
+                response: Some(_), ..
+            } => ResendOutcome::NotSentYet,
+            phase => match phase.msgout_mut() {
+                Some(m) => {
+                    let length = if length == RESEND_ALL {
+                        m.next_offset.saturating_sub(offset)
+                    } else {
+                        length
+                    };
+                    if length == 0 && m.length > 0 {
+                        ResendOutcome::NotSentYet
+                    } else {
+                        m.resend(now, cooldown, offset, length, priority)
+                    }
+                }
+                None => ResendOutcome::NotSentYet,
+            },
+        };
+        match outcome {
+            ResendOutcome::Queued => rpc.heard(now),
+            ResendOutcome::NotSentYet => {
+                rpc.heard(now);
+                self.metrics.busy_replies += 1;
+                self.queue_control(id, Body::Busy);
+            }
+            ResendOutcome::Duplicate => self.metrics.resends_duplicate += 1,
+            ResendOutcome::OverBudget => self.metrics.resends_over_budget += 1,
+        }
+        self.after_change(now, id);
+    }
+
+    fn handle_unknown(&mut self, now: Nanos, id: RpcId) {
+        let Some(rpc) = self.rpcs.get_mut(&id) else {
+            self.metrics.unknown_rpc_packets += 1;
+            return;
+        };
+        if rpc.is_client() {
+            // The server has no trace of the request: send it again.
+            rpc.heard(now);
+            let Phase::Client { request, response } = &mut rpc.phase else {
+                unreachable!("checked above")
+            };
+            request.restart();
+            if let Some(m) = response.take() {
+                self.receiver.release(&m);
+            }
+            self.metrics.restarts += 1;
+            debug!(%id, "server does not know the RPC; restarting it");
+            self.after_change(now, id);
+        } else {
+            // The client has finished or abandoned it.
+            let finished = matches!(rpc.phase, Phase::Responding { .. });
+            self.remove_rpc(now, id);
+            self.remember_done(now, id);
+            if !finished {
+                self.metrics.server_rpcs_discarded += 1;
+            }
+            self.schedule_grants(now);
+        }
+    }
+
+    fn handle_need_ack(&mut self, now: Nanos, id: RpcId) {
+        if !id.is_client() {
+            self.metrics.invalid_dropped += 1;
+            return;
+        }
+        if self.rpcs.contains_key(&id) {
+            // We still wait for (part of) the response; our own timer asks
+            // for it.
+            return;
+        }
+        if let Some(p) = self.peers.get_mut(&id.peer) {
+            p.pending_acks.retain(|&c| c != id.id);
+        }
+        self.metrics.acks_sent += 1;
+        if self.peers.get(&id.peer).is_some() {
+            self.flush_acks(now, id.peer, id.id);
+        } else {
+            self.queue_control(
+                id,
+                Body::Ack {
+                    acks: AckList::new(),
+                },
+            );
+        }
+    }
+
+    fn handle_ack(&mut self, now: Nanos, id: RpcId) {
+        let Some(rpc) = self.rpcs.get(&id) else {
+            return;
+        };
+        if !matches!(rpc.phase, Phase::Responding { .. }) {
+            return;
+        }
+        self.remove_rpc(now, id);
+        self.remember_done(now, id);
+        self.metrics.acks_received += 1;
+    }
+
+    /// Queues a control packet for `id` at the top priority.
+    pub(super) fn queue_control(&mut self, id: RpcId, body: Body<'static>) {
+        let top = self.config.top_priority();
+        self.sender
+            .queue_control(self.local.port(), id, body, top, &mut self.metrics);
+    }
+}

@@ -1,0 +1,404 @@
+//! One Homa endpoint (an address and port), made of owned parts:
+//!
+//! - the RPC table (`rpcs`, bounded by `max_rpcs` and per peer), each RPC's
+//!   state an enum whose variants carry their messages ([`crate::rpc`]);
+//! - the peer table ([`crate::peer::PeerTable`], bounded, idle peers
+//!   forgotten first);
+//! - the receiver ([`receiver::Receiver`]: reassembly budget, cutoffs, and
+//!   the [`ReceiverPolicy`] that grants);
+//! - the sender ([`sender::Sender`]: the control queue and the
+//!   [`SenderPolicy`] that orders data);
+//! - acks ([`crate::ack::AckMemory`]) and all timers in one table
+//!   ([`crate::timers::TimerTable`]).
+//!
+//! The code is split by what drives it: the application API here,
+//! [`input`] for received packets, [`output`] for packets to send,
+//! [`timer`] for timeouts, [`diag`] for diagnostics.
+
+mod diag;
+mod input;
+mod output;
+mod receiver;
+mod sender;
+mod timer;
+
+pub use diag::RpcSnapshot;
+pub use output::Transmit;
+
+use crate::ack::AckMemory;
+use crate::event::{Error, Event, RpcError, RpcId};
+use crate::metrics::Metrics;
+use crate::outgoing::OutMessage;
+use crate::peer::PeerTable;
+use crate::policy::homa::{HomaReceiver, HomaSender};
+use crate::policy::{ReceiverPolicy, SenderPolicy};
+use crate::priority::unsched_priority;
+use crate::rpc::{Phase, Rpc};
+use crate::timers::{Timer, TimerTable};
+use crate::{incast, Config, ConfigError, Nanos};
+use bytes::Bytes;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use receiver::Receiver;
+use rustc_hash::FxHashMap;
+use sender::Sender;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use tracing::trace;
+
+/// The Homa protocol for one local address and port.
+///
+/// Feed it packets ([`Endpoint::handle_packet`]), timer expiries
+/// ([`Endpoint::handle_timeout`]) and application calls; take from it packets
+/// to send ([`Endpoint::poll_transmit`]), the next timer deadline
+/// ([`Endpoint::poll_timeout`]) and events for the application
+/// ([`Endpoint::poll_event`]). Every call that depends on time takes `now`.
+pub struct Endpoint {
+    config: Config,
+    local: SocketAddr,
+    /// Picks client RPC ids: unpredictable to anyone without the seed.
+    rng: ChaCha8Rng,
+    /// Creation order of messages (SRPT tie-breaks, FIFO shares).
+    seq: u64,
+    rpcs: FxHashMap<RpcId, Rpc>,
+    peers: PeerTable,
+    timers: TimerTable,
+    receiver: Receiver,
+    sender: Sender,
+    acked: AckMemory,
+    events: VecDeque<Event>,
+    client_rpcs: usize,
+    /// Deadline of the idle-peer sweep, if filed.
+    sweep_timer: Option<Nanos>,
+    metrics: Metrics,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("local", &self.local)
+            .field("rpcs", &self.rpcs.len())
+            .field("peers", &self.peers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// A Homa endpoint for `local` (the address and Homa port packets to it
+    /// carry). `seed` seeds the generator of RPC ids: give each endpoint an
+    /// unpredictable seed (the runtime uses the OS's randomness), or ids can
+    /// be guessed and responses forged.
+    pub fn new(config: Config, local: SocketAddr, seed: u64) -> Result<Endpoint, ConfigError> {
+        let receiver = Box::new(HomaReceiver::new(&config));
+        let sender = Box::new(HomaSender::new(&config));
+        Endpoint::with_policies(config, local, seed, receiver, sender)
+    }
+
+    /// An endpoint whose receiver and sender decisions are made by the given
+    /// policies (Homa's are [`HomaReceiver`] and [`HomaSender`]).
+    pub fn with_policies(
+        config: Config,
+        local: SocketAddr,
+        seed: u64,
+        receiver: Box<dyn ReceiverPolicy>,
+        sender: Box<dyn SenderPolicy>,
+    ) -> Result<Endpoint, ConfigError> {
+        config.validate()?;
+        Ok(Endpoint {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            peers: PeerTable::new(config.max_peers as usize, config.num_priorities),
+            receiver: Receiver::new(&config, receiver),
+            sender: Sender::new(sender),
+            config,
+            local,
+            seq: 0,
+            rpcs: FxHashMap::default(),
+            timers: TimerTable::default(),
+            sweep_timer: None,
+            acked: AckMemory::default(),
+            events: VecDeque::new(),
+            client_rpcs: 0,
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// The local address and port.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The receiver's current unscheduled cutoffs and their version.
+    pub fn cutoffs(&self) -> (crate::PriorityPlan, u16) {
+        self.receiver.cutoffs()
+    }
+
+    /// True when there is no RPC, nothing queued to send and no ack owed.
+    pub fn is_idle(&self) -> bool {
+        self.rpcs.is_empty()
+            && self.sender.control_is_empty()
+            && self.peers.idle_len() == self.peers.len()
+    }
+
+    /// Primes the receiver's record of incoming message sizes with `sizes`
+    /// and recomputes its priority allocation from them at once, by the same
+    /// rule as the periodic measurement (like configuring Linux's
+    /// `unsched_cutoffs` for a known workload).
+    pub fn prime_size_sample(&mut self, sizes: &[u32]) {
+        if self.receiver.prime_sizes(&self.config, sizes) {
+            self.metrics.cutoff_updates += 1;
+        }
+    }
+
+    /// True while some incoming message still needs grants: the receiver
+    /// could use more downlink bandwidth than it gets (the simulator's
+    /// wasted-bandwidth measure; also the gauge `grantable_messages`).
+    pub fn has_grantable_incoming(&self) -> bool {
+        self.receiver.policy.has_candidates()
+    }
+
+    /// Counters and gauges.
+    pub fn metrics(&self) -> Metrics {
+        let mut m = self.metrics.clone();
+        m.active_rpcs = self.rpcs.len() as u64;
+        m.active_client_rpcs = self.client_rpcs as u64;
+        m.rx_bytes_buffered = self.receiver.buffered;
+        m.tx_bytes_buffered = self.sender.buffered;
+        m.peers = self.peers.len() as u64;
+        m.remembered_acks = self.acked.len() as u64;
+        m.partial_requests = self.receiver.embryos() as u64;
+        m.timers = self.timers.len() as u64;
+        m.grantable_messages = self.receiver.policy.has_candidates() as u64;
+        m.sender_out_of_order_packets = self.sender.policy.out_of_order_packets();
+        m
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// The timer tick `now` falls in (rate limits count per tick).
+    fn tick(&self, now: Nanos) -> u64 {
+        now / self.config.tick_ns
+    }
+
+    // ----------------------------------------------------------------
+    // Application API
+
+    /// Starts an RPC: sends `message` as a request to `dest`. The response
+    /// comes as [`Event::Response`] (or [`Event::Failed`]).
+    pub fn send_request(
+        &mut self,
+        now: Nanos,
+        dest: SocketAddr,
+        message: Bytes,
+    ) -> Result<RpcId, Error> {
+        self.check_length(message.len())?;
+        if dest.port() == 0 {
+            return Err(Error::BadAddress(dest, "port 0 is reserved"));
+        }
+        if dest.ip().is_unspecified() {
+            return Err(Error::BadAddress(dest, "the unspecified address"));
+        }
+        if self.rpcs.len() >= self.config.max_rpcs as usize {
+            return Err(Error::Limit("max_rpcs"));
+        }
+        let len = message.len() as u32;
+        if self.sender.buffered + len as u64 > self.config.tx_buffer_limit {
+            return Err(Error::Limit("tx_buffer_limit"));
+        }
+        let Ok(peer) = self.peers.get_or_create(dest) else {
+            return Err(Error::Limit("max_peers"));
+        };
+        peer.rpcs += 1;
+        let prio = unsched_priority(&peer.cutoffs, len, self.config.num_priorities);
+        self.refresh_peer(now, dest);
+        // Ids are random (even, never 0): a server or an off-path host
+        // cannot guess the next one and forge its response.
+        let id = loop {
+            let id = RpcId {
+                peer: dest,
+                id: self.rng.gen::<u64>() & !1,
+            };
+            if id.id != 0 && !self.rpcs.contains_key(&id) {
+                break id;
+            }
+        };
+        let incast = incast::request_needs_flag(&self.config, self.client_rpcs);
+        let unsched = self
+            .sender
+            .policy
+            .unscheduled_bytes(&self.config, dest, len, false);
+        let seq = self.next_seq();
+        let request = OutMessage::new(message, unsched, prio, seq, self.retransmit_budget(len));
+        let mut rpc = Rpc::new(
+            Phase::Client {
+                request,
+                response: None,
+            },
+            now,
+        );
+        rpc.incast = incast;
+        self.rpcs.insert(id, rpc);
+        self.client_rpcs += 1;
+        self.sender.buffered += len as u64;
+        self.metrics.requests_started += 1;
+        self.metrics.incast_requests += incast as u64;
+        self.after_change(now, id);
+        trace!(%id, len, incast, "request started");
+        Ok(id)
+    }
+
+    /// Answers a request delivered as [`Event::Request`].
+    pub fn reply(&mut self, now: Nanos, rpc: RpcId, message: Bytes) -> Result<(), Error> {
+        let r = self.rpcs.get(&rpc).ok_or(Error::UnknownRpc(rpc))?;
+        if !matches!(r.phase, Phase::InService) {
+            return Err(Error::NotAwaitingReply(rpc));
+        }
+        let incast = r.incast;
+        self.check_length(message.len())?;
+        let len = message.len() as u32;
+        let cutoffs = self.peers.get(&rpc.peer).map(|p| p.cutoffs);
+        let prio = cutoffs.map_or(0, |c| unsched_priority(&c, len, self.config.num_priorities));
+        let unsched = self
+            .sender
+            .policy
+            .unscheduled_bytes(&self.config, rpc.peer, len, incast);
+        let seq = self.next_seq();
+        let response = OutMessage::new(message, unsched, prio, seq, self.retransmit_budget(len));
+        let r = self.rpcs.get_mut(&rpc).expect("checked above");
+        r.phase = Phase::Responding { response };
+        r.heard(now);
+        self.sender.buffered += len as u64;
+        self.after_change(now, rpc);
+        Ok(())
+    }
+
+    /// Gives up on an RPC. A client RPC produces no further event; a server
+    /// RPC is dropped without a reply and remembered like an acked one, so
+    /// the request is not delivered again (the client will time out).
+    pub fn abort(&mut self, now: Nanos, rpc: RpcId) -> Result<(), Error> {
+        if self.remove_rpc(now, rpc).is_none() {
+            return Err(Error::UnknownRpc(rpc));
+        }
+        if !rpc.is_client() {
+            self.remember_done(now, rpc);
+        }
+        self.metrics.rpcs_aborted += 1;
+        self.schedule_grants(now);
+        Ok(())
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn check_length(&self, len: usize) -> Result<(), Error> {
+        if len > self.config.max_message_size as usize {
+            Err(Error::MessageTooLong {
+                len,
+                max: self.config.max_message_size,
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Bytes a message of `len` bytes may retransmit over its life.
+    fn retransmit_budget(&self, len: u32) -> u64 {
+        len as u64 * self.config.retransmit_pct as u64 / 100 + self.config.max_payload() as u64
+    }
+
+    // ----------------------------------------------------------------
+    // Bookkeeping shared by the input, output and timer paths
+
+    /// Re-files an RPC everywhere after anything about it changed: the
+    /// sender's and receiver's policies, and its silence timer. O(log n).
+    fn after_change(&mut self, now: Nanos, id: RpcId) {
+        let Some(rpc) = self.rpcs.get_mut(&id) else {
+            return;
+        };
+        self.sender.refile(id, rpc);
+        self.receiver.refile(now, id, rpc);
+        if rpc.timer.is_none() && rpc.wait().is_some() {
+            // Silence counts from when the RPC started waiting.
+            rpc.heard(now.max(rpc.last_heard));
+            let at = timer::due(&self.config, rpc);
+            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, at));
+        }
+    }
+
+    /// Frees an RPC and everything filed under it.
+    fn remove_rpc(&mut self, now: Nanos, id: RpcId) -> Option<Rpc> {
+        let mut rpc = self.rpcs.remove(&id)?;
+        self.sender.forget(id, &mut rpc);
+        self.receiver.forget(id, &mut rpc);
+        self.timers.cancel(Timer::Rpc(id), rpc.timer.take());
+        if rpc.is_client() {
+            self.client_rpcs -= 1;
+        }
+        if let Some(p) = self.peers.get_mut(&id.peer) {
+            p.rpcs = p.rpcs.saturating_sub(1);
+            if !id.is_client() {
+                p.server_rpcs = p.server_rpcs.saturating_sub(1);
+            }
+        }
+        self.refresh_peer(now, id.peer);
+        Some(rpc)
+    }
+
+    /// Files a peer as idle or busy after its RPCs or acks changed.
+    fn refresh_peer(&mut self, now: Nanos, addr: SocketAddr) {
+        self.peers.refresh(addr, now);
+        self.arm_sweep(now);
+    }
+
+    /// Remembers a finished server RPC so a stale copy of its request is
+    /// not run again.
+    fn remember_done(&mut self, now: Nanos, id: RpcId) {
+        let max = self.config.max_remembered_acks as usize;
+        if self.acked.remember(now, self.config.ack_memory_ns, max, id) {
+            self.metrics.acks_forgotten_early += 1;
+        }
+    }
+
+    fn fail_client_rpc(&mut self, now: Nanos, id: RpcId, error: RpcError) {
+        if self.remove_rpc(now, id).is_some() {
+            self.metrics.rpcs_failed += 1;
+            self.events.push_back(Event::Failed { rpc: id, error });
+        }
+    }
+
+    /// Grants to the incoming messages that deserve it now.
+    fn schedule_grants(&mut self, now: Nanos) {
+        let grants = self.receiver.schedule(now);
+        for g in grants {
+            let Some(rpc) = self.rpcs.get_mut(&g.id) else {
+                continue;
+            };
+            if let Some(m) = rpc.phase.msgin_mut() {
+                self.receiver.apply_grant(m, &g, &mut self.metrics);
+                self.sender.queue_control(
+                    self.local.port(),
+                    g.id,
+                    homa_wire::Body::Grant {
+                        offset: g.offset,
+                        priority: g.priority,
+                    },
+                    self.config.top_priority(),
+                    &mut self.metrics,
+                );
+            }
+            self.after_change(now, g.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

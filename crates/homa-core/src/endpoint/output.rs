@@ -1,0 +1,159 @@
+//! Packets to send: control packets first, then data in the order the
+//! [`crate::policy::SenderPolicy`] chooses.
+
+use super::Endpoint;
+use crate::rpc::Phase;
+use crate::{Nanos, RpcId};
+use bytes::{Bytes, BytesMut};
+use homa_wire::{
+    AckEntry, CommonHeader, DataHeader, Packet, PacketType, DATA_FLAG_INCAST, DATA_HEADER_LEN,
+};
+use std::net::SocketAddr;
+
+/// One packet for the driver to send.
+///
+/// A DATA packet comes in two parts, the header and the message bytes
+/// (a slice of the application's message, not a copy), so that a driver can
+/// hand both to the kernel without copying (e.g. two iovecs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where to: the peer's IP address and Homa port.
+    pub dst: SocketAddr,
+    /// Network priority 0..=7 (IP TOS `priority << 5`).
+    pub priority: u8,
+    /// The packet's type.
+    pub packet_type: PacketType,
+    /// The Homa header; for control packets, the whole packet.
+    pub header: Bytes,
+    /// Message bytes following the header (DATA only; empty otherwise).
+    pub payload: Bytes,
+}
+
+impl Transmit {
+    /// Bytes of the whole Homa packet.
+    pub fn len(&self) -> usize {
+        self.header.len() + self.payload.len()
+    }
+
+    /// Never true: every packet has a header.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole packet in one buffer (copies DATA packets).
+    pub fn to_bytes(&self) -> Bytes {
+        if self.payload.is_empty() {
+            self.header.clone()
+        } else {
+            let mut b = BytesMut::with_capacity(self.len());
+            b.extend_from_slice(&self.header);
+            b.extend_from_slice(&self.payload);
+            b.freeze()
+        }
+    }
+}
+
+impl Endpoint {
+    /// The next packet to send, when the driver's link can take one: control
+    /// packets first, then data of the message the sender policy picks (for
+    /// Homa: fewest bytes left, with a small share for the oldest).
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        let t = match self.sender.pop_control() {
+            Some(t) => t,
+            None => {
+                let id = self.sender.policy.next(now)?;
+                self.data_packet_of(now, id)?
+            }
+        };
+        self.metrics.sent.count(t.packet_type, t.len());
+        Some(t)
+    }
+
+    /// Like [`Self::poll_transmit`], but only a packet of fewer than
+    /// `max_len` bytes (Homa header included): a control packet, or data of
+    /// the message the sender would send next when its next packet is that
+    /// small. A driver whose pacer is holding back a full-size packet uses
+    /// this to let small packets bypass the pacer, as Homa/Linux does.
+    pub fn poll_transmit_small(&mut self, now: Nanos, max_len: usize) -> Option<Transmit> {
+        if let Some(t) = self.sender.front_control() {
+            return if t.len() < max_len {
+                self.poll_transmit(now)
+            } else {
+                None
+            };
+        }
+        let id = self.sender.policy.peek()?;
+        let chunk = self
+            .rpcs
+            .get(&id)
+            .and_then(|rpc| rpc.phase.msgout())
+            .and_then(|m| m.next_chunk_len(self.config.max_payload()))?;
+        if DATA_HEADER_LEN + (chunk as usize) >= max_len {
+            return None;
+        }
+        let t = self.data_packet_of(now, id)?;
+        self.metrics.sent.count(t.packet_type, t.len());
+        Some(t)
+    }
+
+    /// The next packet of sendable RPC `id`'s outgoing message.
+    fn data_packet_of(&mut self, now: Nanos, id: RpcId) -> Option<Transmit> {
+        let max_payload = self.config.max_payload();
+        let top = self.config.top_priority();
+        let rpc = self.rpcs.get_mut(&id)?;
+        let is_client = matches!(rpc.phase, Phase::Client { .. });
+        let incast = rpc.incast && is_client;
+        let m = rpc.phase.msgout_mut()?;
+        let chunk = m.next_chunk(max_payload)?;
+        self.sender.policy.on_data_sent();
+        let (length, incoming) = (m.length, m.incoming());
+        let payload = m
+            .data
+            .slice(chunk.offset as usize..(chunk.offset + chunk.len) as usize);
+        let peer = self.peers.get_mut(&id.peer);
+        let ack = match peer {
+            Some(p) if is_client => p
+                .pending_acks
+                .pop_front()
+                .map(|client_id| AckEntry {
+                    client_id,
+                    server_port: id.peer.port(),
+                })
+                .unwrap_or_default(),
+            _ => AckEntry::default(),
+        };
+        let cutoff_version = self.peers.get(&id.peer).map_or(0, |p| p.cutoff_version);
+        self.metrics.acks_sent += (ack.client_id != 0) as u64;
+        let header = DataHeader {
+            message_length: length,
+            incoming,
+            ack,
+            cutoff_version,
+            retransmit: chunk.retransmit,
+            flags: if incast { DATA_FLAG_INCAST } else { 0 },
+            offset: chunk.offset,
+        };
+        let common = CommonHeader {
+            sport: self.local.port(),
+            dport: id.peer.port(),
+            sender_id: id.id,
+        };
+        let mut buf = BytesMut::with_capacity(DATA_HEADER_LEN);
+        Packet::emit_data_header(&common, &header, &mut buf);
+        self.metrics.data_bytes_sent += chunk.len as u64;
+        if chunk.retransmit {
+            self.metrics.data_bytes_retransmitted += chunk.len as u64;
+        }
+        if ack.client_id != 0 {
+            self.refresh_peer(now, id.peer);
+        }
+        self.after_change(now, id);
+        Some(Transmit {
+            dst: id.peer,
+            priority: chunk.priority.min(top),
+            packet_type: PacketType::Data,
+            header: buf.freeze(),
+            payload,
+        })
+    }
+}

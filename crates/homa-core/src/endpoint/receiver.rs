@@ -1,0 +1,192 @@
+//! The receiving side of an endpoint: memory held for incoming messages,
+//! the grant budget, unscheduled cutoffs, partly received requests, and the
+//! [`ReceiverPolicy`] that decides grants.
+
+use crate::config::RPC_MEMORY_CHARGE;
+use crate::incoming::InMessage;
+use crate::metrics::Metrics;
+use crate::policy::{GrantContext, GrantDecision, GrantKind, InView, ReceiverPolicy};
+use crate::priority::{PriorityPlan, SizeSampler};
+use crate::rpc::{Phase, Rpc};
+use crate::{incast, Config, Nanos, RpcId};
+use std::collections::BTreeSet;
+use tracing::debug;
+
+/// Receiver state of one endpoint.
+#[derive(Debug)]
+pub(super) struct Receiver {
+    /// Decides grants.
+    pub policy: Box<dyn ReceiverPolicy>,
+    plan: PriorityPlan,
+    plan_version: u16,
+    sampler: SizeSampler,
+    /// When the cutoffs are next recomputed, if a timer is filed.
+    pub cutoffs_timer: Option<Nanos>,
+    /// Granted-but-unreceived bytes over all incoming messages.
+    pub outstanding: u64,
+    /// Bytes held for incoming messages (received bytes plus a fixed charge
+    /// per message), bounded by `rx_buffer_limit`.
+    pub buffered: u64,
+    /// Partly received requests by last progress (ns): the first is the one
+    /// to evict when the RPC table is full.
+    embryos: BTreeSet<(Nanos, RpcId)>,
+    /// Unscheduled bytes this receiver accepts of a message, at most.
+    unsched_allowance: u32,
+}
+
+impl Receiver {
+    pub fn new(config: &Config, policy: Box<dyn ReceiverPolicy>) -> Receiver {
+        Receiver {
+            policy,
+            plan: PriorityPlan::default_for(config.num_priorities),
+            plan_version: 1,
+            sampler: SizeSampler::new(config.cutoff_sample_size as usize),
+            cutoffs_timer: None,
+            outstanding: 0,
+            buffered: 0,
+            embryos: BTreeSet::new(),
+            unsched_allowance: incast::unsched_limit(config, u32::MAX, false),
+        }
+    }
+
+    pub fn cutoffs(&self) -> (PriorityPlan, u16) {
+        (self.plan, self.plan_version)
+    }
+
+    pub fn plan_version(&self) -> u16 {
+        self.plan_version
+    }
+
+    /// What a sender may send of a `length`-byte message before any grant:
+    /// what it claims (`incoming`), but never more than this receiver's
+    /// unscheduled allowance.
+    pub fn initial_grant(&self, length: u32, claimed: u32) -> u32 {
+        claimed.min(self.unsched_allowance).min(length)
+    }
+
+    /// Records the size of a new incoming message.
+    pub fn record_size(&mut self, length: u32) {
+        self.sampler.record(length);
+    }
+
+    /// Recomputes the cutoffs from the sizes seen (the measurement interval
+    /// has passed). Returns true if they changed.
+    pub fn update_cutoffs(&mut self, config: &Config) -> bool {
+        if self.sampler.sizes().len() < config.cutoff_min_samples as usize {
+            return false;
+        }
+        let new = PriorityPlan::from_sizes(
+            self.sampler.sizes(),
+            self.unsched_allowance,
+            config.num_priorities,
+        );
+        if !new.differs_significantly(&self.plan) {
+            return false;
+        }
+        self.plan = new;
+        self.plan_version = self.plan_version.wrapping_add(1).max(1);
+        debug!(cutoffs = ?new.cutoffs, sched_levels = new.sched_levels, "new unscheduled cutoffs");
+        true
+    }
+
+    /// See [`super::Endpoint::prime_size_sample`].
+    pub fn prime_sizes(&mut self, config: &Config, sizes: &[u32]) -> bool {
+        for &s in sizes {
+            self.sampler.record(s);
+        }
+        if sizes.is_empty() {
+            return false;
+        }
+        let new = PriorityPlan::from_sizes(
+            self.sampler.sizes(),
+            self.unsched_allowance,
+            config.num_priorities,
+        );
+        if new == self.plan {
+            return false;
+        }
+        self.plan = new;
+        self.plan_version = self.plan_version.wrapping_add(1).max(1);
+        true
+    }
+
+    /// Files the RPC's incoming message with the policy, and a partly
+    /// received request in the eviction order.
+    pub fn refile(&mut self, now: Nanos, id: RpcId, rpc: &mut Rpc) {
+        match rpc.phase.msgin() {
+            Some(m) if m.granted < m.length => self.policy.update(
+                now,
+                &InView {
+                    id,
+                    length: m.length,
+                    received: m.received,
+                    granted: m.granted,
+                    seq: m.seq,
+                },
+            ),
+            _ => self.policy.remove(id),
+        }
+        let key = matches!(rpc.phase, Phase::Receiving { .. }).then_some(rpc.last_heard);
+        if key != rpc.embryo {
+            if let Some(k) = rpc.embryo.take() {
+                self.embryos.remove(&(k, id));
+            }
+            if let Some(k) = key {
+                self.embryos.insert((k, id));
+            }
+            rpc.embryo = key;
+        }
+    }
+
+    /// Takes the RPC out of everything here and releases its message's
+    /// memory and budget.
+    pub fn forget(&mut self, id: RpcId, rpc: &mut Rpc) {
+        self.policy.remove(id);
+        if let Some(k) = rpc.embryo.take() {
+            self.embryos.remove(&(k, id));
+        }
+        if let Some(m) = rpc.phase.msgin() {
+            self.release(m);
+        }
+    }
+
+    /// Releases a message's memory and budget (it is complete or dropped).
+    pub fn release(&mut self, m: &InMessage) {
+        self.outstanding -= m.outstanding() as u64;
+        self.buffered -= m.received as u64 + RPC_MEMORY_CHARGE;
+    }
+
+    /// The partly received request that made no progress for longest.
+    pub fn stalest_embryo(&self) -> Option<(Nanos, RpcId)> {
+        self.embryos.first().copied()
+    }
+
+    pub fn embryos(&self) -> usize {
+        self.embryos.len()
+    }
+
+    /// Grants the policy decides on now.
+    pub fn schedule(&mut self, now: Nanos) -> Vec<GrantDecision> {
+        let mut out = Vec::new();
+        if self.policy.has_candidates() {
+            let ctx = GrantContext {
+                outstanding: self.outstanding,
+                sched_levels: self.plan.sched_levels,
+            };
+            self.policy.schedule(now, &ctx, &mut out);
+        }
+        out
+    }
+
+    /// Raises `m`'s grant as decided.
+    pub fn apply_grant(&mut self, m: &mut InMessage, g: &GrantDecision, metrics: &mut Metrics) {
+        let before = m.outstanding();
+        m.granted = m.granted.max(g.offset.min(m.length));
+        m.priority = g.priority;
+        self.outstanding = self.outstanding + m.outstanding() as u64 - before as u64;
+        match g.kind {
+            GrantKind::Scheduled => metrics.grants_srpt += 1,
+            GrantKind::Fifo => metrics.grants_fifo += 1,
+        }
+    }
+}

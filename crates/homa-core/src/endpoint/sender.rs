@@ -1,0 +1,114 @@
+//! The sending side of an endpoint: the queue of control packets, the
+//! memory held in outgoing messages, and the [`SenderPolicy`] that orders
+//! data packets.
+
+use super::Transmit;
+use crate::metrics::Metrics;
+use crate::policy::{OutView, SenderPolicy};
+use crate::rpc::Rpc;
+use crate::RpcId;
+use bytes::Bytes;
+use homa_wire::{Body, CommonHeader, Packet};
+use std::collections::VecDeque;
+use tracing::debug;
+
+/// Control packets queued beyond this are dropped (and counted): a driver
+/// that never polls must not make the core grow.
+const MAX_CONTROL_QUEUE: usize = 65_536;
+
+/// Sender state of one endpoint.
+#[derive(Debug)]
+pub(super) struct Sender {
+    /// Orders data packets and sizes unscheduled prefixes.
+    pub policy: Box<dyn SenderPolicy>,
+    control: VecDeque<Transmit>,
+    /// Bytes held in outgoing messages.
+    pub buffered: u64,
+}
+
+impl Sender {
+    pub fn new(policy: Box<dyn SenderPolicy>) -> Sender {
+        Sender {
+            policy,
+            control: VecDeque::new(),
+            buffered: 0,
+        }
+    }
+
+    /// Files the RPC's outgoing message with the policy if it has something
+    /// to send now.
+    pub fn refile(&mut self, id: RpcId, rpc: &mut Rpc) {
+        match rpc.phase.msgout().filter(|m| m.has_sendable()) {
+            Some(m) => {
+                let key = (m.bytes_left(), m.seq);
+                if rpc.sendable != Some(key) {
+                    self.policy.update(&OutView {
+                        id,
+                        bytes_left: key.0,
+                        seq: key.1,
+                    });
+                    rpc.sendable = Some(key);
+                }
+            }
+            None => {
+                if rpc.sendable.take().is_some() {
+                    self.policy.remove(id);
+                }
+            }
+        }
+    }
+
+    /// Takes the RPC out of the policy and releases its message's memory.
+    pub fn forget(&mut self, id: RpcId, rpc: &mut Rpc) {
+        if rpc.sendable.take().is_some() {
+            self.policy.remove(id);
+        }
+        if let Some(m) = rpc.phase.msgout() {
+            self.buffered -= m.length as u64;
+        }
+    }
+
+    /// Queues a control packet for RPC `id` (sent to its peer, with its id
+    /// in the header).
+    pub fn queue_control(
+        &mut self,
+        sport: u16,
+        id: RpcId,
+        body: Body<'static>,
+        priority: u8,
+        metrics: &mut Metrics,
+    ) {
+        if self.control.len() >= MAX_CONTROL_QUEUE {
+            metrics.control_queue_drops += 1;
+            debug!("control queue full; dropping {}", body.packet_type());
+            return;
+        }
+        let packet = Packet {
+            common: CommonHeader {
+                sport,
+                dport: id.peer.port(),
+                sender_id: id.id,
+            },
+            body,
+        };
+        self.control.push_back(Transmit {
+            dst: id.peer,
+            priority,
+            packet_type: packet.packet_type(),
+            header: Bytes::from(packet.to_vec()),
+            payload: Bytes::new(),
+        });
+    }
+
+    pub fn pop_control(&mut self) -> Option<Transmit> {
+        self.control.pop_front()
+    }
+
+    pub fn front_control(&self) -> Option<&Transmit> {
+        self.control.front()
+    }
+
+    pub fn control_is_empty(&self) -> bool {
+        self.control.is_empty()
+    }
+}

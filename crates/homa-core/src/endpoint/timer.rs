@@ -1,0 +1,192 @@
+//! Timeouts: every RPC that waits on its peer has its own deadline in the
+//! endpoint's timer table, so a tick costs O(log n) per RPC that is due, not
+//! a scan of every RPC and peer. When an RPC's silence lasts too long it
+//! asks again (RESEND for each missing range, up to `resend_gaps`, with its
+//! latest GRANT repeated; a probe; or NEED_ACK), at most
+//! `timer_packets_per_peer` packets per peer per tick; after
+//! `timeout_resends` unanswered rounds it gives up.
+
+use super::Endpoint;
+use crate::event::{RpcError, RpcId};
+use crate::rpc::{Phase, Rpc, Wait};
+use crate::timers::Timer;
+use crate::{Config, Nanos};
+use homa_wire::Body;
+use tracing::trace;
+
+/// When a waiting RPC's next round is due.
+pub(super) fn due(config: &Config, rpc: &Rpc) -> Nanos {
+    let first = if rpc.wait() == Some(Wait::Ack) {
+        config.need_ack_ticks
+    } else {
+        config.resend_ticks
+    };
+    let ticks = if rpc.unanswered == 0 {
+        first
+    } else {
+        first + rpc.unanswered * config.resend_interval
+    };
+    rpc.last_heard + ticks as u64 * config.tick_ns
+}
+
+impl Endpoint {
+    /// When [`Endpoint::handle_timeout`] should next run, if ever.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        // (Remembered acks expire in order; their earliest expiry is the one
+        // deadline kept outside the table.)
+        match (self.timers.next(), self.acked.next_expiry()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs the timers that are due: loss detection, RESENDs, probes,
+    /// NEED_ACKs, giving up on silent peers, ack flushing and forgetting idle
+    /// peers. Call at or after [`Endpoint::poll_timeout`]; calling early is
+    /// harmless.
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.acked.expire(now);
+        let mut grants_due = false;
+        while let Some((_, timer)) = self.timers.pop_due(now) {
+            match timer {
+                Timer::Rpc(id) => grants_due |= self.rpc_timer(now, id),
+                Timer::Acks(peer) => {
+                    if let Some(p) = self.peers.get_mut(&peer) {
+                        p.acks_timer = None;
+                    }
+                    self.flush_acks(now, peer, 0);
+                }
+                Timer::PeerSweep => {
+                    self.sweep_timer = None;
+                    self.peers.sweep(now, self.config.peer_idle_ns);
+                    self.arm_sweep(now);
+                }
+                Timer::Cutoffs => {
+                    self.receiver.cutoffs_timer = None;
+                    if self.receiver.update_cutoffs(&self.config) {
+                        self.metrics.cutoff_updates += 1;
+                    }
+                }
+            }
+        }
+        if grants_due {
+            self.schedule_grants(now);
+        }
+    }
+
+    /// Files the idle-peer sweep for when the longest-idle peer expires, if
+    /// any peer is idle and no sweep is filed.
+    pub(super) fn arm_sweep(&mut self, now: Nanos) {
+        if self.sweep_timer.is_some() {
+            return;
+        }
+        if let Some(since) = self.peers.oldest_idle() {
+            let at = (since + self.config.peer_idle_ns).max(now);
+            self.sweep_timer = Some(self.timers.set(Timer::PeerSweep, None, at));
+        }
+    }
+
+    /// An RPC's deadline came. Returns true if it freed grant budget.
+    fn rpc_timer(&mut self, now: Nanos, id: RpcId) -> bool {
+        let Some(rpc) = self.rpcs.get_mut(&id) else {
+            return false;
+        };
+        rpc.timer = None;
+        let Some(wait) = rpc.wait() else {
+            // Not waiting on the peer: re-armed when it starts waiting.
+            return false;
+        };
+        let at = due(&self.config, rpc);
+        if now < at {
+            // There was progress since the timer was filed.
+            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, at));
+            return false;
+        }
+        if rpc.unanswered >= self.config.timeout_resends {
+            return self.give_up(now, id, wait);
+        }
+        let tick = self.tick(now);
+        let per_peer = self.config.timer_packets_per_peer;
+        let allowed = self
+            .peers
+            .get_mut(&id.peer)
+            .is_none_or(|p| p.take_timer_token(tick, per_peer));
+        let rpc = self.rpcs.get_mut(&id).expect("present");
+        if !allowed {
+            // The peer had its share of timer packets this tick.
+            self.metrics.timer_rounds_deferred += 1;
+            let next = (tick + 1) * self.config.tick_ns;
+            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
+            return false;
+        }
+        rpc.unanswered += 1;
+        let next = due(&self.config, rpc);
+        rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
+        self.metrics.timeouts += 1;
+        let top = self.config.top_priority();
+        match wait {
+            Wait::Ack => {
+                self.metrics.need_acks_sent += 1;
+                self.queue_control(id, Body::NeedAck);
+            }
+            Wait::Data => {
+                let m = rpc.phase.msgin().expect("waits for data");
+                let gaps = m.gaps(self.config.resend_gaps as usize);
+                // Repeat our latest grant: it repairs a lost GRANT (a
+                // RESEND never grants).
+                let allowance = self.receiver.initial_grant(m.length, u32::MAX);
+                let grant = (m.granted > allowance).then_some((m.granted, m.priority));
+                for (s, e) in gaps {
+                    trace!(%id, s, e, "RESEND");
+                    self.metrics.resends_requested += 1;
+                    let body = Body::Resend {
+                        offset: s,
+                        length: e - s,
+                        priority: top,
+                    };
+                    self.queue_control(id, body);
+                }
+                if let Some((offset, priority)) = grant {
+                    self.queue_control(id, Body::Grant { offset, priority });
+                }
+            }
+            Wait::Response | Wait::Probe => {
+                let (offset, length) = wait.whole_range();
+                self.metrics.resends_requested += 1;
+                let body = Body::Resend {
+                    offset,
+                    length,
+                    priority: top,
+                };
+                self.queue_control(id, body);
+            }
+        }
+        false
+    }
+
+    /// The peer left `timeout_resends` rounds unanswered.
+    fn give_up(&mut self, now: Nanos, id: RpcId, wait: Wait) -> bool {
+        trace!(%id, ?wait, "giving up on a silent peer");
+        if id.is_client() {
+            self.metrics.peers_dead += 1;
+            self.fail_client_rpc(now, id, RpcError::PeerDead);
+            return true;
+        }
+        let Some(rpc) = self.remove_rpc(now, id) else {
+            return false;
+        };
+        match rpc.phase {
+            Phase::Responding { .. } if wait == Wait::Ack => {
+                // The response went out whole; the client never acked.
+                self.metrics.need_ack_gave_up += 1;
+            }
+            _ => self.metrics.server_rpcs_discarded += 1,
+        }
+        if matches!(rpc.phase, Phase::InService | Phase::Responding { .. }) {
+            // The application has seen this request. If the client was
+            // alive after all and restarts it, it must not run twice.
+            self.remember_done(now, id);
+        }
+        true
+    }
+}

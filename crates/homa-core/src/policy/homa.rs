@@ -1,0 +1,200 @@
+//! Homa's policies: controlled overcommitment with SRPT grants and a FIFO
+//! share at the receiver (thesis §3.4, Ch. 5; Homa/Linux §4.4); SRPT with a
+//! FIFO share and RTTbytes of unscheduled data at the sender.
+
+use super::{
+    GrantContext, GrantDecision, GrantKind, InView, OutView, ReceiverPolicy, SenderPolicy,
+};
+use crate::grant::{self, Candidate, FifoGrants, GrantParams};
+use crate::srpt::{Key, SrptQueue};
+use crate::{incast, Config, Nanos, RpcId};
+use rustc_hash::FxHashMap;
+use std::net::SocketAddr;
+
+/// Homa's receiver: grants in SRPT order to at most `max_overcommit`
+/// messages (one per sender), `grant_window` bytes each, `max_incoming` in
+/// all, and a share of the downlink to the oldest message.
+#[derive(Debug)]
+pub struct HomaReceiver {
+    params: GrantParams,
+    fifo: FifoGrants,
+    queue: SrptQueue,
+    messages: FxHashMap<RpcId, (InView, Key)>,
+}
+
+impl HomaReceiver {
+    /// The receiver policy for `config`.
+    pub fn new(config: &Config) -> HomaReceiver {
+        HomaReceiver {
+            params: GrantParams {
+                max_overcommit: config.max_overcommit,
+                grant_window: config.grant_window,
+                max_incoming: config.max_incoming,
+                grant_increment: config.grant_increment,
+                packet_payload: config.max_payload(),
+                sched_levels: 1,
+            },
+            fifo: FifoGrants::new(config.fifo_grant_fraction, config.fifo_grant_increment),
+            queue: SrptQueue::default(),
+            messages: FxHashMap::default(),
+        }
+    }
+}
+
+impl ReceiverPolicy for HomaReceiver {
+    fn update(&mut self, _now: Nanos, m: &InView) {
+        if m.granted >= m.length {
+            self.remove(m.id);
+            return;
+        }
+        let key = (m.length - m.received, m.seq);
+        let old = self.messages.get(&m.id).map(|&(_, k)| k);
+        self.queue.refile(m.id, old, Some(key));
+        self.messages.insert(m.id, (*m, key));
+    }
+
+    fn remove(&mut self, id: RpcId) {
+        if let Some((_, k)) = self.messages.remove(&id) {
+            self.queue.remove(id, k);
+        }
+    }
+
+    fn on_received(&mut self, _now: Nanos, bytes: u32) {
+        self.fifo.record_received(bytes);
+    }
+
+    fn schedule(&mut self, _now: Nanos, ctx: &GrantContext, out: &mut Vec<GrantDecision>) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let params = GrantParams {
+            sched_levels: ctx.sched_levels,
+            ..self.params
+        };
+        let messages = &self.messages;
+        let candidates = self.queue.iter().map(|id| {
+            let m = &messages[&id].0;
+            Candidate {
+                key: id,
+                peer: id.peer,
+                length: m.length,
+                received: m.received,
+                granted: m.granted,
+            }
+        });
+        let first = out.len();
+        for g in grant::plan(candidates, &params, ctx.outstanding) {
+            out.push(GrantDecision {
+                id: g.key,
+                offset: g.offset,
+                priority: g.priority,
+                kind: GrantKind::Scheduled,
+            });
+        }
+        // Our view must reflect the grants just decided before the FIFO
+        // share looks at it.
+        let mut given: FxHashMap<RpcId, u32> =
+            out[first..].iter().map(|g| (g.id, g.offset)).collect();
+        while let Some(bytes) = self.fifo.take_due() {
+            // Top the oldest message up to `bytes` beyond what has arrived;
+            // never stack grants on a sender that has not used the last
+            // ones, and skip a message whose sender still owes it that much
+            // for the next oldest (see docs/protocol-notes.md, FIFO grants).
+            let pick = self.queue.iter_by_age().find_map(|id| {
+                let m = &messages[&id].0;
+                let granted = given.get(&id).copied().unwrap_or(m.granted);
+                let offset = m.received.saturating_add(bytes).min(m.length);
+                (offset > granted).then_some((id, offset))
+            });
+            let Some((id, offset)) = pick else {
+                break;
+            };
+            given.insert(id, offset);
+            out.push(GrantDecision {
+                id,
+                offset,
+                priority: ctx.sched_levels.saturating_sub(1),
+                kind: GrantKind::Fifo,
+            });
+        }
+    }
+
+    fn has_candidates(&self) -> bool {
+        !self.queue.is_empty()
+    }
+}
+
+/// Homa's sender: RTTbytes unscheduled (less under incast control), data
+/// in SRPT order with `pacer_fifo_fraction` of packets from the oldest
+/// message.
+#[derive(Debug)]
+pub struct HomaSender {
+    fifo_fraction: u64,
+    queue: SrptQueue,
+    keys: FxHashMap<RpcId, Key>,
+    packets: u64,
+    fifo_packets: u64,
+}
+
+impl HomaSender {
+    /// The sender policy for `config`.
+    pub fn new(config: &Config) -> HomaSender {
+        HomaSender {
+            fifo_fraction: config.pacer_fifo_fraction as u64,
+            queue: SrptQueue::default(),
+            keys: FxHashMap::default(),
+            packets: 0,
+            fifo_packets: 0,
+        }
+    }
+}
+
+impl SenderPolicy for HomaSender {
+    fn unscheduled_bytes(
+        &self,
+        config: &Config,
+        _peer: SocketAddr,
+        length: u32,
+        incast: bool,
+    ) -> u32 {
+        incast::unsched_limit(config, length, incast)
+    }
+
+    fn update(&mut self, m: &OutView) {
+        let key = (m.bytes_left, m.seq);
+        let old = self.keys.insert(m.id, key);
+        self.queue.refile(m.id, old, Some(key));
+    }
+
+    fn remove(&mut self, id: RpcId) {
+        if let Some(k) = self.keys.remove(&id) {
+            self.queue.remove(id, k);
+        }
+    }
+
+    fn next(&mut self, _now: Nanos) -> Option<RpcId> {
+        let f = self.fifo_fraction;
+        let fifo_turn = f > 0 && self.packets % (1000 / f) == 1000 / f - 1;
+        let id = if fifo_turn {
+            self.queue.oldest()
+        } else {
+            self.queue.shortest()
+        }?;
+        if fifo_turn && self.queue.shortest() != Some(id) {
+            self.fifo_packets += 1;
+        }
+        Some(id)
+    }
+
+    fn peek(&self) -> Option<RpcId> {
+        self.queue.shortest()
+    }
+
+    fn on_data_sent(&mut self) {
+        self.packets += 1;
+    }
+
+    fn out_of_order_packets(&self) -> u64 {
+        self.fifo_packets
+    }
+}

@@ -1,0 +1,129 @@
+//! The seams where receiver-driven designs differ.
+//!
+//! The endpoint owns RPCs, reassembly, retransmission, acks and timers; the
+//! policies decide what the designs disagree on:
+//!
+//! - a [`ReceiverPolicy`] decides which incoming messages get how many bytes
+//!   of grant (credit), at which priority, and when. Homa's controlled
+//!   overcommitment ([`homa::HomaReceiver`]) is one implementation.
+//! - a [`SenderPolicy`] decides how many bytes of a message go unscheduled
+//!   and which granted message sends next. Homa's SRPT with a FIFO share
+//!   ([`homa::HomaSender`]) is one implementation.
+//!
+//! Policies keep their own view of the messages they schedule: the endpoint
+//! tells them of every change ([`ReceiverPolicy::update`],
+//! [`SenderPolicy::update`]) and of removals, and applies what they decide.
+//! Every call carries `now`. The per-peer state a policy needs (RTT,
+//! windows, link rate) belongs in [`crate::peer::Peer`].
+
+pub mod homa;
+
+use crate::{Config, Nanos, RpcId};
+use std::fmt::Debug;
+use std::net::SocketAddr;
+
+/// An incoming message as a receiver policy sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InView {
+    /// The RPC.
+    pub id: RpcId,
+    /// Message length (bytes).
+    pub length: u32,
+    /// Distinct bytes received.
+    pub received: u32,
+    /// Bytes the sender may send without further grants.
+    pub granted: u32,
+    /// Arrival order (smaller is older).
+    pub seq: u64,
+}
+
+impl InView {
+    /// The sender.
+    pub fn peer(&self) -> SocketAddr {
+        self.id.peer
+    }
+}
+
+/// Why a grant was given (for metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantKind {
+    /// The scheduling order's choice (e.g. SRPT).
+    Scheduled,
+    /// A share for the oldest message, so that none starves.
+    Fifo,
+}
+
+/// A grant a receiver policy decided on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantDecision {
+    /// Which message.
+    pub id: RpcId,
+    /// New grant offset (exclusive, bytes).
+    pub offset: u32,
+    /// Priority for the sender to use.
+    pub priority: u8,
+    /// Why.
+    pub kind: GrantKind,
+}
+
+/// What a receiver policy may use when it schedules.
+#[derive(Debug, Clone, Copy)]
+pub struct GrantContext {
+    /// Granted-but-unreceived bytes over all incoming messages.
+    pub outstanding: u64,
+    /// Priority levels available for scheduled packets (0..sched_levels).
+    pub sched_levels: u8,
+}
+
+/// Receiver-side scheduling: which messages get grants.
+pub trait ReceiverPolicy: Debug + Send {
+    /// A message that may need grants changed (or appeared). Called after
+    /// every change to its `received` or `granted`.
+    fn update(&mut self, now: Nanos, m: &InView);
+    /// The message is gone or needs no more grants.
+    fn remove(&mut self, id: RpcId);
+    /// `bytes` of new message data arrived (any message).
+    fn on_received(&mut self, now: Nanos, bytes: u32);
+    /// Decides grants now; appends them to `out`. The endpoint applies them
+    /// in order and calls [`ReceiverPolicy::update`] for each.
+    fn schedule(&mut self, now: Nanos, ctx: &GrantContext, out: &mut Vec<GrantDecision>);
+    /// True while some message still needs grants.
+    fn has_candidates(&self) -> bool;
+}
+
+/// An outgoing message as a sender policy sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutView {
+    /// The RPC.
+    pub id: RpcId,
+    /// Bytes never sent (the SRPT key).
+    pub bytes_left: u32,
+    /// Creation order (smaller is older).
+    pub seq: u64,
+}
+
+/// Sender-side choices: unscheduled bytes and transmission order.
+pub trait SenderPolicy: Debug + Send {
+    /// Unscheduled bytes for a new message of `length` bytes to `peer`
+    /// (`incast`: the receiver asked for incast control).
+    fn unscheduled_bytes(
+        &self,
+        config: &Config,
+        peer: SocketAddr,
+        length: u32,
+        incast: bool,
+    ) -> u32;
+    /// A message with something to send changed (or appeared).
+    fn update(&mut self, m: &OutView);
+    /// The message has nothing to send now, or is gone.
+    fn remove(&mut self, id: RpcId);
+    /// The message to send the next data packet of.
+    fn next(&mut self, now: Nanos) -> Option<RpcId>;
+    /// A data packet went out (whichever path chose it).
+    fn on_data_sent(&mut self);
+    /// The message [`SenderPolicy::next`] would most likely pick, without
+    /// choosing (for small packets that bypass a pacer).
+    fn peek(&self) -> Option<RpcId>;
+    /// Data packets sent out of the preferred order (for metrics).
+    fn out_of_order_packets(&self) -> u64;
+}

@@ -1,0 +1,199 @@
+//! One RPC's state. The phase is an enum whose variants carry exactly the
+//! messages that phase has, so an RPC cannot be, say, in service with a
+//! half-received request.
+
+use crate::incoming::InMessage;
+use crate::outgoing::OutMessage;
+use crate::srpt;
+use crate::Nanos;
+use homa_wire::RESEND_ALL;
+
+/// Where an RPC is in its life, with the data of that phase.
+#[derive(Debug)]
+pub enum Phase {
+    /// Client: sending the request; `response` once its first packet came
+    /// (the request is then complete at the server). The request is kept
+    /// so that it can be sent again if the server loses it.
+    Client {
+        /// The request.
+        request: OutMessage,
+        /// The response, being reassembled.
+        response: Option<InMessage>,
+    },
+    /// Server: receiving the request.
+    Receiving {
+        /// The request, being reassembled.
+        request: InMessage,
+    },
+    /// Server: the application has the request.
+    InService,
+    /// Server: sending the response, then waiting for the ack.
+    Responding {
+        /// The response.
+        response: OutMessage,
+    },
+}
+
+impl Phase {
+    /// The message this RPC sends, if any now.
+    pub fn msgout(&self) -> Option<&OutMessage> {
+        match self {
+            Phase::Client { request, .. } => Some(request),
+            Phase::Responding { response } => Some(response),
+            _ => None,
+        }
+    }
+
+    /// Mutable [`Phase::msgout`].
+    pub fn msgout_mut(&mut self) -> Option<&mut OutMessage> {
+        match self {
+            Phase::Client { request, .. } => Some(request),
+            Phase::Responding { response } => Some(response),
+            _ => None,
+        }
+    }
+
+    /// The message this RPC receives, if any now.
+    pub fn msgin(&self) -> Option<&InMessage> {
+        match self {
+            Phase::Client { response, .. } => response.as_ref(),
+            Phase::Receiving { request } => Some(request),
+            _ => None,
+        }
+    }
+
+    /// Mutable [`Phase::msgin`].
+    pub fn msgin_mut(&mut self) -> Option<&mut InMessage> {
+        match self {
+            Phase::Client { response, .. } => response.as_mut(),
+            Phase::Receiving { request } => Some(request),
+            _ => None,
+        }
+    }
+
+    /// A short name, for diagnostics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Phase::Client { .. } => "client",
+            Phase::Receiving { .. } => "receiving",
+            Phase::InService => "in service",
+            Phase::Responding { .. } => "responding",
+        }
+    }
+}
+
+/// What a silent RPC is waiting for from its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Data it expects: ask for the missing ranges again.
+    Data,
+    /// The whole response to a fully sent request: ask for everything.
+    Response,
+    /// Nothing it can ask for (it waits for grants, or we withhold ours):
+    /// probe that the peer is alive and still has the RPC.
+    Probe,
+    /// An ack for a fully sent response.
+    Ack,
+}
+
+impl Wait {
+    /// The RESEND range for a probe or a whole response.
+    pub fn whole_range(self) -> (u32, u32) {
+        match self {
+            Wait::Response => (0, RESEND_ALL),
+            _ => (0, 0),
+        }
+    }
+}
+
+/// One RPC.
+#[derive(Debug)]
+pub struct Rpc {
+    /// Phase and its messages.
+    pub phase: Phase,
+    /// Last time the peer showed progress on this RPC (any packet for it).
+    pub last_heard: Nanos,
+    /// Timer rounds (RESENDs, probes or NEED_ACKs) sent since then.
+    pub unanswered: u32,
+    /// Deadline filed in the timer table, if any.
+    pub timer: Option<Nanos>,
+    /// Incast control: a client's request asks for it / a server honours it.
+    pub incast: bool,
+    /// Current key in the sender's SRPT queue.
+    pub sendable: Option<srpt::Key>,
+    /// Current key in the receiver's grant queue.
+    pub grantable: Option<srpt::Key>,
+    /// Current key in the table of partly received requests (server).
+    pub embryo: Option<Nanos>,
+}
+
+impl Rpc {
+    /// A new RPC in `phase`, heard from at `now`.
+    pub fn new(phase: Phase, now: Nanos) -> Rpc {
+        Rpc {
+            phase,
+            last_heard: now,
+            unanswered: 0,
+            timer: None,
+            incast: false,
+            sendable: None,
+            grantable: None,
+            embryo: None,
+        }
+    }
+
+    /// True if this endpoint is the client.
+    pub fn is_client(&self) -> bool {
+        matches!(self.phase, Phase::Client { .. })
+    }
+
+    /// The peer showed progress.
+    pub fn heard(&mut self, now: Nanos) {
+        self.last_heard = now;
+        self.unanswered = 0;
+    }
+
+    /// The peer showed signs of life on this RPC, but only an ack (not a
+    /// GRANT or BUSY) ends the wait of a fully sent response: a client must
+    /// not keep a finished RPC alive with cheap packets.
+    pub fn heard_unless_acking(&mut self, now: Nanos) {
+        if self.wait() != Some(Wait::Ack) {
+            self.heard(now);
+        }
+    }
+
+    /// What the RPC waits for from its peer, if anything.
+    pub fn wait(&self) -> Option<Wait> {
+        // An incoming message either expects granted bytes (ask for the
+        // gaps) or waits on our own grants, in which case we still probe
+        // now and then that the sender is alive.
+        let incoming = |m: &InMessage| {
+            if m.outstanding() > 0 {
+                Wait::Data
+            } else {
+                Wait::Probe
+            }
+        };
+        match &self.phase {
+            Phase::Client { request, response } => match response {
+                Some(m) => Some(incoming(m)),
+                None => request.granted_all_sent().then_some(if request.all_sent() {
+                    Wait::Response
+                } else {
+                    Wait::Probe
+                }),
+            },
+            Phase::Receiving { request } => Some(incoming(request)),
+            Phase::InService => None,
+            Phase::Responding { response } => {
+                if !response.granted_all_sent() {
+                    None
+                } else if !response.all_sent() {
+                    Some(Wait::Probe)
+                } else {
+                    Some(Wait::Ack)
+                }
+            }
+        }
+    }
+}
