@@ -66,8 +66,9 @@ pub struct Metrics {
     pub busy_replies: u64,
     /// Client RPCs restarted because the server did not know them.
     pub restarts: u64,
-    /// Client RPCs failed because their server left `timeout_resends`
-    /// rounds unanswered (the peer is presumed dead).
+    /// RPCs given up because their peer left `timeout_resends` rounds
+    /// unanswered (client RPCs fail with `PeerDead`; server RPCs are
+    /// dropped).
     pub peers_dead: u64,
     /// Client RPCs that failed (any reason).
     pub rpcs_failed: u64,

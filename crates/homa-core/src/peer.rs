@@ -37,6 +37,8 @@ pub struct Peer {
     pub timer_tokens: u32,
     /// Tick to which `timer_tokens` belongs.
     pub tokens_tick: u64,
+    /// Last time any packet came from this peer (ns).
+    pub last_heard: Nanos,
     /// Key in the table's idle set while the peer is idle.
     idle_since: Option<Nanos>,
 }
@@ -53,6 +55,7 @@ impl Peer {
             server_rpcs: 0,
             timer_tokens: 0,
             tokens_tick: u64::MAX,
+            last_heard: 0,
             idle_since: None,
         }
     }

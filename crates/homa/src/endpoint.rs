@@ -20,7 +20,7 @@ use bytes::Bytes;
 use homa_core::{Event, Metrics, Nanos, Pacer, RpcId, Transmit};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -95,6 +95,9 @@ struct State {
     outstanding: BTreeSet<RpcId>,
     done: BTreeMap<RpcId, Result<Bytes, Error>>,
     done_order: VecDeque<RpcId>,
+    /// RPCs a thread waits for by id (`recv_response`, `call`):
+    /// `recv_any_response` leaves their outcomes to that thread.
+    claimed: HashSet<RpcId>,
     requests: VecDeque<Request>,
     async_responses: BTreeMap<RpcId, oneshot::Sender<Result<Bytes, Error>>>,
     async_requests: VecDeque<oneshot::Sender<Request>>,
@@ -222,6 +225,7 @@ impl Endpoint {
                 outstanding: BTreeSet::new(),
                 done: BTreeMap::new(),
                 done_order: VecDeque::new(),
+                claimed: HashSet::new(),
                 requests: VecDeque::new(),
                 async_responses: BTreeMap::new(),
                 async_requests: VecDeque::new(),
@@ -302,7 +306,8 @@ impl Endpoint {
     /// Waits for the response of `id` (at most `timeout`, or for ever).
     pub fn recv_response(&self, id: RpcId, timeout: Option<Duration>) -> Result<Bytes, Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        self.inner.wait_until(deadline, |st| {
+        self.inner.lock().claimed.insert(id);
+        let r = self.inner.wait_until(deadline, |st| {
             if let Some(r) = st.done.remove(&id) {
                 Some(r)
             } else if !st.outstanding.contains(&id) {
@@ -310,7 +315,9 @@ impl Endpoint {
             } else {
                 None
             }
-        })
+        });
+        self.inner.lock().claimed.remove(&id);
+        r
     }
 
     /// Waits for whichever outstanding RPC finishes first; returns its id
@@ -321,10 +328,21 @@ impl Endpoint {
     ) -> Result<(RpcId, Result<Bytes, Error>), Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
         self.inner.wait_until(deadline, |st| {
+            let mut skipped = Vec::new();
+            let mut found = None;
             while let Some(id) = st.done_order.pop_front() {
-                if let Some(r) = st.done.remove(&id) {
-                    return Some(Ok((id, r)));
+                if st.claimed.contains(&id) {
+                    skipped.push(id);
+                } else if let Some(r) = st.done.remove(&id) {
+                    found = Some((id, r));
+                    break;
                 }
+            }
+            for id in skipped.into_iter().rev() {
+                st.done_order.push_front(id);
+            }
+            if let Some(f) = found {
+                return Some(Ok(f));
             }
             st.outstanding
                 .is_empty()

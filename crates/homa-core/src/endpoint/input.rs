@@ -95,6 +95,9 @@ impl Endpoint {
         }
         self.acked.expire(now);
         let peer = SocketAddr::new(src, packet.common.sport);
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.last_heard = now;
+        }
         // The sender's id with the low bit flipped is ours for the RPC.
         let id = RpcId {
             peer,
@@ -490,8 +493,17 @@ impl Endpoint {
                 self.metrics.busy_replies += 1;
                 self.queue_control(id, Body::Busy);
             }
-            ResendOutcome::Duplicate => self.metrics.resends_duplicate += 1,
-            ResendOutcome::OverBudget => self.metrics.resends_over_budget += 1,
+            // Nothing to send now, but we are alive: BUSY (one small packet
+            // per RESEND). It does not end a response's wait for its ack.
+            ResendOutcome::Duplicate | ResendOutcome::OverBudget => {
+                if outcome == ResendOutcome::Duplicate {
+                    self.metrics.resends_duplicate += 1;
+                } else {
+                    self.metrics.resends_over_budget += 1;
+                }
+                self.metrics.busy_replies += 1;
+                self.queue_control(id, Body::Busy);
+            }
         }
         self.after_change(now, id);
     }

@@ -119,8 +119,24 @@ impl Endpoint {
             rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
             return false;
         }
-        rpc.unanswered += 1;
-        let next = due(&self.config, rpc);
+        // A client RPC's server that sent us anything since this RPC's last
+        // round is alive, only busy: the round does not count towards
+        // giving up (a busy server answers some RESENDs late). Server RPCs
+        // count only their own packets, so a client cannot keep them alive
+        // with packets for other RPCs.
+        let interval = self.config.resend_interval as u64 * self.config.tick_ns;
+        let peer_alive = id.is_client()
+            && self
+                .peers
+                .get(&id.peer)
+                .is_some_and(|p| p.last_heard + interval > now);
+        let rpc = self.rpcs.get_mut(&id).expect("present");
+        if peer_alive {
+            rpc.heard(now);
+        } else {
+            rpc.unanswered += 1;
+        }
+        let next = due(&self.config, rpc).max(now + interval);
         rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
         self.metrics.timeouts += 1;
         let top = self.config.top_priority();
@@ -167,8 +183,8 @@ impl Endpoint {
     /// The peer left `timeout_resends` rounds unanswered.
     fn give_up(&mut self, now: Nanos, id: RpcId, wait: Wait) -> bool {
         trace!(%id, ?wait, "giving up on a silent peer");
+        self.metrics.peers_dead += 1;
         if id.is_client() {
-            self.metrics.peers_dead += 1;
             self.fail_client_rpc(now, id, RpcError::PeerDead);
             return true;
         }
