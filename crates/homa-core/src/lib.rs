@@ -31,12 +31,12 @@
 //! }
 //! pump(&mut client, &mut server);
 //! let Some(Event::Request { rpc: srv_rpc, message }) = server.poll_event() else { panic!() };
-//! assert_eq!(&message[..], b"ping");
+//! assert_eq!(message, b"ping"[..]);
 //! server.reply(now, srv_rpc, Bytes::from_static(b"pong")).unwrap();
 //! pump(&mut server, &mut client);
 //! assert_eq!(
 //!     client.poll_event(),
-//!     Some(Event::Response { rpc, message: Bytes::from_static(b"pong") })
+//!     Some(Event::Response { rpc, message: Bytes::from_static(b"pong").into() })
 //! );
 //! ```
 #![deny(missing_docs)]

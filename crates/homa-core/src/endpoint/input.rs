@@ -465,6 +465,7 @@ impl Endpoint {
             return;
         };
         let cooldown = self.config.resend_interval as u64 * self.config.tick_ns / 2;
+        let max_payload = self.config.max_payload();
         let outcome = match &mut rpc.phase {
             // A client whose response has started: the request is complete.
             Phase::Client {
@@ -472,8 +473,12 @@ impl Endpoint {
             } => ResendOutcome::NotSentYet,
             phase => match phase.msgout_mut() {
                 Some(m) => {
+                    // "Everything" comes from a client that has no byte of
+                    // the response: the first packet restarts it, after
+                    // which the client asks for exactly what it misses (the
+                    // rest may well be on its way).
                     let length = if length == RESEND_ALL {
-                        m.next_offset.saturating_sub(offset)
+                        m.next_offset.saturating_sub(offset).min(max_payload)
                     } else {
                         length
                     };
