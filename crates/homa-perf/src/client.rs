@@ -190,8 +190,7 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
             let mut config = opts.homa_config.clone();
             config.busy_poll |= opts.busy_poll;
             let endpoint = homa_rpc::bind(homa_rpc::client_bind_addr(opts.server), config)?;
-            let payload = homa_rpc::request_payload(opts.sizes.max(), opts.response_size);
-            let result = run_homa(opts, &endpoint, payload, &params);
+            let result = run_homa(opts, &endpoint, &params);
             homa_metrics = serde_json::to_value(endpoint.metrics()).ok();
             endpoint.shutdown();
             result?
@@ -203,14 +202,12 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
 fn run_homa(
     opts: &ClientOptions,
     endpoint: &homa::Endpoint,
-    payload: bytes::Bytes,
     params: &LoopParams,
 ) -> Result<LoopResult, PerfError> {
     if opts.homa_pipelined {
         Pipeline {
             endpoint,
             server: opts.server,
-            payload,
             response_size: opts.response_size,
             concurrency: opts.concurrency,
             timeout: opts.timeout,
@@ -222,7 +219,6 @@ fn run_homa(
                 Box::new(HomaClient::new(
                     endpoint.clone(),
                     opts.server,
-                    payload.clone(),
                     opts.timeout,
                     opts.response_size,
                 )) as Box<dyn RpcClient>

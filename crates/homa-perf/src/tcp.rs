@@ -7,7 +7,7 @@
 
 use crate::error::PerfError;
 use crate::proto::{read_full, write_two, Interrupt, MAX_TCP_MESSAGE, STOP_CHECK_INTERVAL};
-use crate::worker::{RpcClient, RpcError};
+use crate::worker::{RpcClient, RpcDone, RpcError};
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -144,7 +144,8 @@ impl TcpClient {
 }
 
 impl RpcClient for TcpClient {
-    fn rpc(&mut self, request_size: usize) -> Result<usize, RpcError> {
+    fn rpc(&mut self, request_size: usize) -> Result<RpcDone, RpcError> {
+        let sent = Instant::now();
         let intr = Interrupt {
             stop: None,
             deadline: Some(Instant::now() + self.timeout),
@@ -174,7 +175,11 @@ impl RpcClient for TcpClient {
             self.response.resize(len, 0);
         }
         read_full(&mut self.stream, &mut self.response[..len], &intr).map_err(fatal)?;
-        Ok(len)
+        Ok(RpcDone {
+            len,
+            latency: sent.elapsed(),
+            content_ok: true,
+        })
     }
 
     fn expected_response(&self, _request_size: usize) -> usize {

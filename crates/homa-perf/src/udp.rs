@@ -12,7 +12,7 @@ use crate::proto::{
     expected_response_size, is_wait, wanted_response_size, Interrupt, MAX_UDP_MESSAGE,
     STOP_CHECK_INTERVAL,
 };
-use crate::worker::{RpcClient, RpcError};
+use crate::worker::{RpcClient, RpcDone, RpcError};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,7 +113,8 @@ impl UdpClient {
 }
 
 impl RpcClient for UdpClient {
-    fn rpc(&mut self, request_size: usize) -> Result<usize, RpcError> {
+    fn rpc(&mut self, request_size: usize) -> Result<RpcDone, RpcError> {
+        let sent = Instant::now();
         let intr = Interrupt {
             stop: None,
             deadline: Some(Instant::now() + self.timeout),
@@ -139,7 +140,11 @@ impl RpcClient for UdpClient {
                         // A late answer to an RPC that already timed out.
                         continue;
                     }
-                    return Ok(n);
+                    return Ok(RpcDone {
+                        len: n,
+                        latency: sent.elapsed(),
+                        content_ok: true,
+                    });
                 }
                 Err(e) if is_wait(&e) => {
                     intr.check().map_err(RpcError::from_io)?;
