@@ -9,7 +9,6 @@ use crate::udp::UdpClient;
 use crate::worker::{run_closed_loop, LoopParams, LoopResult, RpcClient, StopRule};
 use crate::workload::SizeSpec;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything a client run needs.
@@ -157,7 +156,6 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
     let mut homa_metrics = None;
     let result = match opts.protocol {
         Protocol::Tcp => {
-            let payload = Arc::new(vec![0u8; opts.sizes.max()]);
             let clients = (0..opts.concurrency)
                 .map(|_| {
                     TcpClient::connect(
@@ -165,7 +163,6 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
                         opts.busy_poll,
                         opts.timeout,
                         opts.response_size,
-                        payload.clone(),
                     )
                     .map(|c| Box::new(c) as Box<dyn RpcClient>)
                 })

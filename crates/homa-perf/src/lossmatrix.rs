@@ -32,7 +32,10 @@ pub struct LossMatrixOptions {
     pub sizes: Vec<usize>,
     /// RPCs per cell.
     pub count: u64,
-    /// Time limit of a cell.
+    /// RPCs run first in each cell (under the same loss), not counted:
+    /// they warm up the allocator, the caches and the peers' state.
+    pub warmup: u64,
+    /// Time limit of a cell (warm-up included).
     pub cell_limit: Duration,
     /// The extra row: `(outstanding RPCs, loss %, size)`; `None` skips it.
     pub concurrent: Option<(usize, f64, usize)>,
@@ -44,14 +47,16 @@ pub struct LossMatrixOptions {
 }
 
 impl LossMatrixOptions {
-    /// {0, 5, 10, 20}% × {100 B, 30 KB, 1 MB}, 100 RPCs a cell, 30 s limit,
-    /// 16 concurrent 1 MB RPCs at 20%, `homa::Config::loopback()`.
+    /// {0, 5, 10, 20}% × {100 B, 30 KB, 1 MB}, 200 RPCs a cell after 5 of
+    /// warm-up, 60 s limit, 16 concurrent 1 MB RPCs at 20%,
+    /// `homa::Config::loopback()`.
     pub fn new() -> LossMatrixOptions {
         LossMatrixOptions {
             losses: vec![0.0, 5.0, 10.0, 20.0],
             sizes: vec![100, 30_000, 1_000_000],
-            count: 100,
-            cell_limit: Duration::from_secs(30),
+            count: 200,
+            warmup: 5,
+            cell_limit: Duration::from_secs(60),
             concurrent: Some((16, 20.0, 1_000_000)),
             seed: 1,
             homa_config: homa::Config::loopback(),
@@ -154,6 +159,8 @@ impl Cell {
 pub struct LossMatrix {
     /// RPCs per cell.
     pub count: u64,
+    /// Uncounted RPCs before them.
+    pub warmup: u64,
     /// Time limit of a cell (s).
     pub cell_limit_s: f64,
     /// Homa MTU of the runs (bytes).
@@ -202,6 +209,7 @@ pub fn run_loss_matrix(
     };
     Ok(LossMatrix {
         count: opts.count,
+        warmup: opts.warmup,
         cell_limit_s: opts.cell_limit.as_secs_f64(),
         mtu: opts.homa_config.core.mtu,
         cells,
@@ -264,23 +272,26 @@ fn run_cell(
     let start = Instant::now();
     let deadline = start + opts.cell_limit;
     let mut rec = Recorder::new(false);
-    let mut outstanding: HashMap<RpcId, (Instant, u64)> = HashMap::new();
+    // id -> (sent, tag, counted: not a warm-up RPC)
+    let mut outstanding: HashMap<RpcId, (Instant, u64, bool)> = HashMap::new();
+    let total = opts.count + opts.warmup;
     let mut issued = 0u64;
     let mut failed = 0u64;
     let mut censored: Vec<Duration> = Vec::new();
     let mut next_progress = start + PROGRESS_EVERY;
     loop {
-        while outstanding.len() < outstanding_max && issued < opts.count {
+        while outstanding.len() < outstanding_max && issued < total {
             let (tag, request) = new_request(size, size);
+            let counted = issued >= opts.warmup;
             issued += 1;
             let sent = Instant::now();
             match client.send_request(dest, request) {
                 Ok(id) => {
-                    outstanding.insert(id, (sent, tag));
+                    outstanding.insert(id, (sent, tag, counted));
                 }
                 Err(e) => {
                     tracing::warn!("lossmatrix: send_request failed: {e}");
-                    failed += 1;
+                    failed += u64::from(counted);
                 }
             }
         }
@@ -292,14 +303,16 @@ fn run_cell(
             progress(&format!(
                 "    {:.0} s: {} of {} done",
                 (now - start).as_secs_f64(),
-                rec.rpcs + rec.errors + failed,
+                (rec.rpcs + rec.errors + failed).min(opts.count),
                 opts.count
             ));
             next_progress = now + PROGRESS_EVERY;
         }
         if now >= deadline {
-            for (id, (sent, _)) in outstanding.drain() {
-                censored.push(now - sent);
+            for (id, (sent, _, counted)) in outstanding.drain() {
+                if counted {
+                    censored.push(now - sent);
+                }
                 let _ = client.abort(id);
             }
             break;
@@ -307,10 +320,16 @@ fn run_cell(
         let wait = (deadline - now).min(next_progress.saturating_duration_since(now));
         match client.recv_any_response(Some(wait)) {
             Ok((id, result)) => {
-                let Some((sent, tag)) = outstanding.remove(&id) else {
+                let Some((sent, tag, counted)) = outstanding.remove(&id) else {
                     continue;
                 };
                 let latency = sent.elapsed();
+                if !counted {
+                    if let Err(e) = result {
+                        tracing::warn!("lossmatrix: warm-up RPC failed: {e}");
+                    }
+                    continue;
+                }
                 match result {
                     Ok(r) if r.len() == size && response_ok(tag, size, &r) => {
                         rec.record(size, size, latency);
@@ -352,7 +371,7 @@ fn run_cell(
         failed: rec.errors + failed,
         content_errors: rec.content_errors,
         censored: censored.len() as u64,
-        not_run: opts.count - issued,
+        not_run: total - issued.max(opts.warmup),
         p50_us: rec.quantile_us(0.5),
         p99_us: rec.quantile_us(0.99),
         max_us: rec.quantile_us(1.0),
@@ -379,8 +398,8 @@ impl LossMatrix {
         let _ = writeln!(
             out,
             "Homa echo RPCs on loopback (MTU {} B), loss applied to every packet each end sends \
-             and receives; {} RPCs a cell, {} s limit a cell.\n",
-            self.mtu, self.count, self.cell_limit_s
+             and receives; {} RPCs a cell after {} of warm-up, {} s limit a cell.\n",
+            self.mtu, self.count, self.warmup, self.cell_limit_s
         );
         let _ = writeln!(
             out,

@@ -48,11 +48,14 @@ struct LossMatrixArgs {
     #[arg(long, value_delimiter = ',', default_value = "100,30000,1000000")]
     sizes: Vec<usize>,
     /// RPCs per cell.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 200)]
     count: u64,
+    /// Uncounted RPCs run first in each cell.
+    #[arg(long, default_value_t = 5)]
+    warmup: u64,
     /// Time limit of a cell: RPCs outstanding then are reported as
     /// censored, RPCs not started as not run.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 60.0)]
     cell_seconds: f64,
     /// The extra row's RPCs outstanding at once; 0 skips the row.
     #[arg(long, default_value_t = 16)]
@@ -287,6 +290,7 @@ fn run(cli: Cli) -> Result<()> {
             opts.losses = a.losses;
             opts.sizes = a.sizes;
             opts.count = a.count;
+            opts.warmup = a.warmup;
             opts.cell_limit = seconds(a.cell_seconds, "--cell-seconds")?;
             opts.concurrent = (a.concurrency > 0).then_some((
                 a.concurrency,

@@ -167,12 +167,18 @@ pub fn make_response(request: &[u8], want: usize, corrupt: bool) -> bytes::Bytes
     pattern(off + want).slice(off..off + want)
 }
 
+/// The `len` bytes the server must send for a request of `request_len`
+/// bytes tagged `tag` (a zero-copy slice of the pattern).
+pub fn expected_response(tag: u64, request_len: usize, len: usize) -> bytes::Bytes {
+    let tag = if request_len >= TAG.end { tag } else { 0 };
+    let off = response_offset(tag, request_len);
+    pattern(off + len).slice(off..off + len)
+}
+
 /// Whether `response` is what the server must send for a request of
 /// `request_len` bytes tagged `tag` (0 when shorter than 12 bytes).
 pub fn response_ok(tag: u64, request_len: usize, response: &[u8]) -> bool {
-    let tag = if request_len >= TAG.end { tag } else { 0 };
-    let off = response_offset(tag, request_len);
-    response == &pattern(off + response.len())[off..off + response.len()]
+    response == &expected_response(tag, request_len, response.len())[..]
 }
 
 /// When a socket wait must give up: the server is stopping, or the RPC's

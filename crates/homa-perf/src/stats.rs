@@ -222,8 +222,8 @@ pub struct Report {
     pub rpcs: u64,
     /// RPCs that failed in the measured interval.
     pub errors: u64,
-    /// Of those, responses of the right length with wrong bytes (Homa
-    /// checks every response byte; TCP and UDP only lengths).
+    /// Of those, responses of the right length with wrong bytes (every
+    /// response byte is checked).
     pub content_errors: u64,
     /// Length of the measured interval (s).
     pub elapsed_s: f64,

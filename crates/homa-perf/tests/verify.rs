@@ -220,3 +220,34 @@ fn a_small_lossmatrix_through_the_binary() {
     }
     assert_eq!(v["concurrent"]["outstanding"], 4);
 }
+
+/// A UDP server that echoes the sequence number (so the answer is not
+/// taken for a late one) but sends zeros: every RPC is a content error.
+#[test]
+fn udp_responses_are_checked_too() {
+    let sock = std::net::UdpSocket::bind(loopback()).unwrap();
+    let addr = sock.local_addr().unwrap();
+    let worker = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65_536];
+        for _ in 0..5 {
+            let (n, from) = sock.recv_from(&mut buf).unwrap();
+            let want = wanted_response_size(&buf[..n]);
+            let mut resp = vec![0u8; want];
+            resp[4..12].copy_from_slice(&buf[4..12]);
+            sock.send_to(&resp, from).unwrap();
+        }
+    });
+    let mut c = ClientOptions::new(Protocol::Udp, addr);
+    c.sizes = SizeSpec::Fixed(500);
+    c.response_size = 800;
+    c.stop = StopRule::Count(5);
+    c.warmup = 0;
+    c.timeout = Duration::from_secs(5);
+    let m = homa_perf::client::measure(&c);
+    worker.join().unwrap();
+    let Ok(m) = m else {
+        panic!("the run itself must not fail");
+    };
+    let r = &m.recorder;
+    assert_eq!((r.rpcs, r.errors, r.content_errors), (0, 5, 5));
+}
