@@ -9,7 +9,6 @@ use crate::udp::UdpClient;
 use crate::worker::{run_closed_loop, LoopParams, LoopResult, RpcClient, StopRule};
 use crate::workload::SizeSpec;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything a client run needs.
@@ -157,7 +156,6 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
     let mut homa_metrics = None;
     let result = match opts.protocol {
         Protocol::Tcp => {
-            let payload = Arc::new(vec![0u8; opts.sizes.max()]);
             let clients = (0..opts.concurrency)
                 .map(|_| {
                     TcpClient::connect(
@@ -165,7 +163,6 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
                         opts.busy_poll,
                         opts.timeout,
                         opts.response_size,
-                        payload.clone(),
                     )
                     .map(|c| Box::new(c) as Box<dyn RpcClient>)
                 })
@@ -190,8 +187,7 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
             let mut config = opts.homa_config.clone();
             config.busy_poll |= opts.busy_poll;
             let endpoint = homa_rpc::bind(homa_rpc::client_bind_addr(opts.server), config)?;
-            let payload = homa_rpc::request_payload(opts.sizes.max(), opts.response_size);
-            let result = run_homa(opts, &endpoint, payload, &params);
+            let result = run_homa(opts, &endpoint, &params);
             homa_metrics = serde_json::to_value(endpoint.metrics()).ok();
             endpoint.shutdown();
             result?
@@ -203,14 +199,12 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
 fn run_homa(
     opts: &ClientOptions,
     endpoint: &homa::Endpoint,
-    payload: bytes::Bytes,
     params: &LoopParams,
 ) -> Result<LoopResult, PerfError> {
     if opts.homa_pipelined {
         Pipeline {
             endpoint,
             server: opts.server,
-            payload,
             response_size: opts.response_size,
             concurrency: opts.concurrency,
             timeout: opts.timeout,
@@ -222,7 +216,6 @@ fn run_homa(
                 Box::new(HomaClient::new(
                     endpoint.clone(),
                     opts.server,
-                    payload.clone(),
                     opts.timeout,
                     opts.response_size,
                 )) as Box<dyn RpcClient>

@@ -1,23 +1,29 @@
 //! Homa through this project's runtime (`homa::Endpoint`).
 //!
 //! Requests carry the wanted response size in their first 4 bytes (see
-//! [`crate::proto::wanted_response_size`]). Two client styles:
+//! [`crate::proto::wanted_response_size`]), then a tag and pattern bytes
+//! the server checks; responses are pattern bytes chosen by the request's
+//! tag and length, which the client checks (see [`crate::proto::make_request`]).
+//! Two client styles:
 //! - threads (default): K threads share one endpoint and each does a
 //!   blocking `call`, exactly like the TCP client's K connections;
 //! - pipelined: one thread keeps K requests outstanding with
 //!   `send_request` and collects them with `recv_any_response`.
 
 use crate::error::PerfError;
-use crate::proto::{expected_response_size, wanted_response_size};
+use crate::proto::{
+    expected_response_size, make_request, make_response, request_ok, response_ok,
+    wanted_response_size,
+};
 use crate::stats::Recorder;
-use crate::worker::{LoopParams, LoopResult, RpcClient, RpcError, StopRule};
+use crate::worker::{LoopParams, LoopResult, RpcClient, RpcDone, RpcError, StopRule};
 use bytes::Bytes;
 use homa::{Endpoint, RpcId};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Consecutive failed RPCs after which the pipelined client gives up.
@@ -35,26 +41,31 @@ pub(crate) fn client_bind_addr(server: SocketAddr) -> SocketAddr {
     }
 }
 
-/// A request buffer of `max` bytes whose first 4 bytes ask for
-/// `response_size`; requests are zero-copy slices of it.
-pub(crate) fn request_payload(max: usize, response_size: usize) -> Bytes {
-    let mut v = vec![0u8; max.max(4)];
-    v[..4].copy_from_slice(&(response_size as u32).to_le_bytes());
-    Bytes::from(v)
-}
-
 /// Answers requests until `stop` is set or the endpoint is shut down.
-/// Responses are capped at `max_response` bytes.
-pub(crate) fn serve(endpoint: &Endpoint, stop: &AtomicBool, max_response: usize) {
-    let mut zeros = Bytes::new();
+/// Responses are capped at `max_response` bytes. A patterned request whose
+/// bytes are wrong is counted in `bad_requests` and answered with wrong
+/// bytes, so that its client sees the error too.
+pub(crate) fn serve(
+    endpoint: &Endpoint,
+    stop: &AtomicBool,
+    max_response: usize,
+    bad_requests: &AtomicU64,
+) {
     while !stop.load(Ordering::Relaxed) {
         match endpoint.recv_request(Some(SERVER_POLL)) {
             Ok(request) => {
                 let want = wanted_response_size(&request.message).min(max_response);
-                if zeros.len() < want {
-                    zeros = Bytes::from(vec![0u8; want.next_power_of_two().min(max_response)]);
+                let ok = request_ok(&request.message);
+                if !ok {
+                    bad_requests.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        "homa server: request {:?} of {} B has wrong bytes",
+                        request.id,
+                        request.message.len()
+                    );
                 }
-                if let Err(e) = endpoint.reply(request.id, zeros.slice(..want)) {
+                let response = make_response(&request.message, want, !ok);
+                if let Err(e) = endpoint.reply(request.id, response) {
                     tracing::warn!("homa server: reply to {:?} failed: {e}", request.id);
                 }
             }
@@ -68,11 +79,20 @@ pub(crate) fn serve(endpoint: &Endpoint, stop: &AtomicBool, max_response: usize)
     }
 }
 
+/// Tags of this process's requests: unique, so a response that belongs to
+/// another RPC is caught.
+static NEXT_TAG: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh patterned request (see [`make_request`]) and its tag.
+pub(crate) fn new_request(response_size: usize, len: usize) -> (u64, Bytes) {
+    let tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
+    (tag, make_request(tag, response_size, len))
+}
+
 /// One of K threads doing blocking `call`s on a shared endpoint.
 pub(crate) struct HomaClient {
     endpoint: Endpoint,
     server: SocketAddr,
-    payload: Bytes,
     timeout: Duration,
     response_size: usize,
 }
@@ -82,14 +102,12 @@ impl HomaClient {
     pub(crate) fn new(
         endpoint: Endpoint,
         server: SocketAddr,
-        payload: Bytes,
         timeout: Duration,
         response_size: usize,
     ) -> HomaClient {
         HomaClient {
             endpoint,
             server,
-            payload,
             timeout,
             response_size,
         }
@@ -105,15 +123,19 @@ fn classify(e: homa::Error) -> RpcError {
 }
 
 impl RpcClient for HomaClient {
-    fn rpc(&mut self, request_size: usize) -> Result<usize, RpcError> {
-        self.endpoint
-            .call(
-                self.server,
-                self.payload.slice(..request_size),
-                self.timeout,
-            )
-            .map(|response| response.len())
-            .map_err(classify)
+    fn rpc(&mut self, request_size: usize) -> Result<RpcDone, RpcError> {
+        let (tag, request) = new_request(self.response_size, request_size);
+        let sent = Instant::now();
+        let response = self
+            .endpoint
+            .call(self.server, request, self.timeout)
+            .map_err(classify)?;
+        let latency = sent.elapsed();
+        Ok(RpcDone {
+            len: response.len(),
+            latency,
+            content_ok: response_ok(tag, request_size, &response),
+        })
     }
 
     fn expected_response(&self, request_size: usize) -> usize {
@@ -127,8 +149,6 @@ pub(crate) struct Pipeline<'a> {
     pub endpoint: &'a Endpoint,
     /// Where requests go.
     pub server: SocketAddr,
-    /// Request buffer (see [`request_payload`]).
-    pub payload: Bytes,
     /// Response size asked for.
     pub response_size: usize,
     /// RPCs kept outstanding.
@@ -181,20 +201,18 @@ impl Pipeline<'_> {
         rec: &mut Recorder,
         more: impl Fn(u64, Instant) -> bool,
     ) -> Result<(), PerfError> {
-        let mut outstanding: HashMap<RpcId, (Instant, usize)> = HashMap::new();
+        let mut outstanding: HashMap<RpcId, (Instant, usize, u64)> = HashMap::new();
         let mut issued = 0u64;
         let mut consecutive = 0u32;
         loop {
             while outstanding.len() < self.concurrency && more(issued, Instant::now()) {
                 let size = params.sizes.next(rng);
                 issued += 1;
+                let (tag, request) = new_request(self.response_size, size);
                 let sent = Instant::now();
-                match self
-                    .endpoint
-                    .send_request(self.server, self.payload.slice(..size))
-                {
+                match self.endpoint.send_request(self.server, request) {
                     Ok(id) => {
-                        outstanding.insert(id, (sent, size));
+                        outstanding.insert(id, (sent, size, tag));
                     }
                     Err(homa::Error::Closed) => {
                         return Err(PerfError::homa("send_request", homa::Error::Closed))
@@ -216,16 +234,25 @@ impl Pipeline<'_> {
             }
             match self.endpoint.recv_any_response(Some(self.timeout)) {
                 Ok((id, result)) => {
-                    let Some((sent, size)) = outstanding.remove(&id) else {
+                    let Some((sent, size, tag)) = outstanding.remove(&id) else {
                         tracing::warn!("homa: response for an RPC not outstanding: {id:?}");
                         continue;
                     };
                     let latency = sent.elapsed();
                     let want = expected_response_size(size, self.response_size);
                     match result {
-                        Ok(response) if response.len() == want => {
+                        Ok(response)
+                            if response.len() == want && response_ok(tag, size, &response) =>
+                        {
                             rec.record(size, response.len(), latency);
                             consecutive = 0;
+                        }
+                        Ok(response) if response.len() == want => {
+                            tracing::warn!(
+                                "homa: response to a {size} B request: {want} B of wrong content"
+                            );
+                            rec.record_content_error();
+                            consecutive += 1;
                         }
                         Ok(response) => {
                             tracing::warn!(

@@ -7,6 +7,7 @@
 //!   [`stats::Report`] (HDR-histogram percentiles, throughput, per-size-class
 //!   percentiles for workloads);
 //! - [`demo::run_demo`] runs the project's headline comparison;
+//! - [`lossmatrix::run_loss_matrix`] measures Homa under injected loss;
 //! - [`workload`] samples the standard message-size workloads;
 //! - [`cluster::run_node`] runs one host of a cluster benchmark (server and
 //!   Poisson-load client at once, like the Homa/Linux paper's `cp_node`).
@@ -21,6 +22,7 @@ pub mod cluster;
 pub mod demo;
 pub mod error;
 mod homa_rpc;
+pub mod lossmatrix;
 pub mod proto;
 pub mod server;
 pub mod stats;
@@ -32,6 +34,7 @@ pub mod workload;
 pub use client::{run_client, ClientOptions};
 pub use demo::{run_demo, DemoOptions, DemoResult};
 pub use error::PerfError;
+pub use lossmatrix::{run_loss_matrix, LossMatrix, LossMatrixOptions};
 pub use proto::Protocol;
 pub use server::{Server, ServerOptions};
 pub use stats::{bucket_index, Report, BUCKETS};

@@ -4,12 +4,12 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use homa_perf::cluster::{self, ClusterArgs};
 use homa_perf::{
-    run_client, run_demo, ClientOptions, DemoOptions, Protocol, Server, ServerOptions, SizeSpec,
-    StopRule, Workload,
+    run_client, run_demo, run_loss_matrix, ClientOptions, DemoOptions, LossMatrixOptions, Protocol,
+    Server, ServerOptions, SizeSpec, StopRule, Workload,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Latency and throughput of Homa, TCP and UDP RPCs on loopback.
 #[derive(Debug, Parser)]
@@ -33,6 +33,48 @@ enum Command {
     /// Be one host of a cluster benchmark: serve, and offer Poisson load to
     /// the other hosts (loopback or private addresses only).
     Cluster(ClusterArgs),
+    /// Homa echo RPCs on loopback under injected loss (both directions, both
+    /// ends): median and p99 latency per loss rate and size.
+    Lossmatrix(LossMatrixArgs),
+}
+
+#[derive(Debug, Args)]
+struct LossMatrixArgs {
+    /// Loss rates in percent (each end drops this fraction of the packets
+    /// it sends and of those it receives).
+    #[arg(long, value_delimiter = ',', default_value = "0,5,10,20")]
+    losses: Vec<f64>,
+    /// Message sizes in bytes (requests and responses alike).
+    #[arg(long, value_delimiter = ',', default_value = "100,30000,1000000")]
+    sizes: Vec<usize>,
+    /// RPCs per cell.
+    #[arg(long, default_value_t = 200)]
+    count: u64,
+    /// Uncounted RPCs run first in each cell.
+    #[arg(long, default_value_t = 5)]
+    warmup: u64,
+    /// Time limit of a cell: RPCs outstanding then are reported as
+    /// censored, RPCs not started as not run.
+    #[arg(long, default_value_t = 60.0)]
+    cell_seconds: f64,
+    /// The extra row's RPCs outstanding at once; 0 skips the row.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// The extra row's loss rate (%).
+    #[arg(long, default_value_t = 20.0)]
+    concurrent_loss: f64,
+    /// The extra row's message size (bytes).
+    #[arg(long, default_value_t = 1_000_000)]
+    concurrent_size: usize,
+    /// Seed of the fault injection.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of a markdown table.
+    #[arg(long)]
+    json: bool,
+    /// Homa runtime configuration (TOML); default: tuned for loopback.
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -52,9 +94,16 @@ struct ServerArgs {
     /// Homa runtime configuration (TOML); default: tuned for loopback.
     #[arg(long, value_name = "FILE.toml")]
     config: Option<PathBuf>,
-    /// Stop after this many seconds (default: run until killed).
+    /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long, value_name = "S")]
     duration: Option<f64>,
+    /// Homa: print the protocol's metrics and the runtime's counters as
+    /// one line of JSON on stdout when the server stops.
+    #[arg(long)]
+    print_metrics: bool,
+    /// Homa: also print them every SECS seconds (implies --print-metrics).
+    #[arg(long, value_name = "SECS")]
+    metrics_every: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -184,6 +233,17 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Server(a) => {
             let stop_after = a.duration.map(|d| seconds(d, "--duration")).transpose()?;
+            let every = a
+                .metrics_every
+                .map(|s| seconds(s, "--metrics-every"))
+                .transpose()?;
+            let print = a.print_metrics || every.is_some();
+            if print && a.protocol != Protocol::Homa {
+                bail!("--print-metrics and --metrics-every need --protocol homa");
+            }
+            // Before any thread starts, so that every thread inherits the
+            // mask and only sigtimedwait below sees these signals.
+            let signals = StopSignals::block()?;
             let server = Server::start(&ServerOptions {
                 protocol: a.protocol,
                 bind: a.bind,
@@ -197,7 +257,54 @@ fn run(cli: Cli) -> Result<()> {
                 server.local_addr(),
                 if a.busy_poll { " (busy-poll)" } else { "" }
             );
-            server.run(stop_after);
+            let start = Instant::now();
+            let end = stop_after.map(|d| start + d);
+            let mut next_print = every.map(|e| start + e);
+            loop {
+                let now = Instant::now();
+                let until = [end, next_print].into_iter().flatten().min();
+                let wait = until.map(|t| t.saturating_duration_since(now));
+                if let Some(sig) = signals.wait(wait) {
+                    eprintln!("homa-perf: signal {sig}, stopping");
+                    break;
+                }
+                let now = Instant::now();
+                if end.is_some_and(|e| now >= e) {
+                    break;
+                }
+                if let (Some(t), Some(e)) = (next_print, every) {
+                    if now >= t {
+                        print_server_metrics(&server, start, false);
+                        next_print = Some(t + e);
+                    }
+                }
+            }
+            if print {
+                print_server_metrics(&server, start, true);
+            }
+            server.shutdown();
+            Ok(())
+        }
+        Command::Lossmatrix(a) => {
+            let mut opts = LossMatrixOptions::new();
+            opts.losses = a.losses;
+            opts.sizes = a.sizes;
+            opts.count = a.count;
+            opts.warmup = a.warmup;
+            opts.cell_limit = seconds(a.cell_seconds, "--cell-seconds")?;
+            opts.concurrent = (a.concurrency > 0).then_some((
+                a.concurrency,
+                a.concurrent_loss,
+                a.concurrent_size,
+            ));
+            opts.seed = a.seed;
+            opts.homa_config = homa_config(a.config.as_ref())?;
+            let m = run_loss_matrix(&opts, &mut |line| eprintln!("{line}"))?;
+            if a.json {
+                println!("{}", m.to_json_string());
+            } else {
+                print!("{}", m.to_markdown());
+            }
             Ok(())
         }
         Command::Client(a) => {
@@ -254,6 +361,69 @@ fn run(cli: Cli) -> Result<()> {
             eprintln!("homa-perf: {}", report.summary());
             report.write_json(a.out.as_deref())?;
             Ok(())
+        }
+    }
+}
+
+/// Prints a Homa server's metrics and runtime counters as one JSON line.
+fn print_server_metrics(server: &Server, start: Instant, last: bool) {
+    if let Some(mut v) = server.homa_report() {
+        v["elapsed_s"] = serde_json::json!((start.elapsed().as_secs_f64() * 1e3).round() / 1e3);
+        v["final"] = serde_json::json!(last);
+        println!("{v}");
+    }
+}
+
+/// SIGINT and SIGTERM, blocked in every thread and taken synchronously by
+/// the main thread, so that the server stops cleanly (and can print its
+/// metrics) instead of dying.
+struct StopSignals(libc::sigset_t);
+
+impl StopSignals {
+    fn block() -> Result<StopSignals> {
+        // SAFETY: sigset_t is plain data that sigemptyset initialises;
+        // pthread_sigmask only changes this thread's signal mask.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            let r = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            if r != 0 {
+                bail!(
+                    "cannot block SIGINT/SIGTERM: {}",
+                    std::io::Error::from_raw_os_error(r)
+                );
+            }
+            Ok(StopSignals(set))
+        }
+    }
+
+    /// Waits up to `timeout` (for ever if `None`) for one of the signals;
+    /// returns its number, or `None` when the time is up.
+    fn wait(&self, timeout: Option<Duration>) -> Option<i32> {
+        let end = timeout.map(|t| Instant::now() + t);
+        loop {
+            let left = end.map(|e| e.saturating_duration_since(Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return None;
+            }
+            // Wake up now and then even without a timeout: harmless, and it
+            // keeps the timespec small.
+            let slice = left
+                .unwrap_or(Duration::from_secs(3_600))
+                .min(Duration::from_secs(3_600));
+            let ts = libc::timespec {
+                tv_sec: slice.as_secs() as libc::time_t,
+                tv_nsec: slice.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: the set was initialised in `block`; a null siginfo
+            // pointer is allowed; ts lives across the call.
+            let r = unsafe { libc::sigtimedwait(&self.0, std::ptr::null_mut(), &ts) };
+            if r > 0 {
+                return Some(r);
+            }
+            // EAGAIN (time up for this slice) or EINTR: look again.
         }
     }
 }

@@ -66,6 +66,121 @@ pub fn expected_response_size(request_size: usize, response_size: usize) -> usiz
     }
 }
 
+/// Bytes of a Homa request that carry its tag (little-endian `u64`), when
+/// the request is that long.
+pub const TAG: std::ops::Range<usize> = 4..12;
+
+/// Bytes of a Homa request that mark the rest of it as pattern bytes the
+/// server can check.
+pub const MAGIC: std::ops::Range<usize> = 12..16;
+
+/// The marker in [`MAGIC`].
+pub const MAGIC_BYTES: [u8; 4] = *b"hpat";
+
+/// Pattern offsets are below this, so a pattern of `n + MAX_OFFSET` bytes
+/// covers any message of `n`.
+const MAX_OFFSET: usize = 65_536;
+
+/// The shared pattern, grown on demand (every prefix is stable).
+static PATTERN: std::sync::Mutex<Option<bytes::Bytes>> = std::sync::Mutex::new(None);
+
+/// At least `len` bytes of the deterministic pattern every request body and
+/// response is cut from: byte `i` is byte `i % 8` (little-endian) of
+/// splitmix64(`i / 8`). Cheap to clone (shared).
+pub fn pattern(len: usize) -> bytes::Bytes {
+    let mut p = PATTERN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = p.as_ref() {
+        if b.len() >= len {
+            return b.clone();
+        }
+    }
+    let n = len.max(1 << 20).next_power_of_two().div_ceil(8) * 8;
+    let mut v = Vec::with_capacity(n);
+    for j in 0..(n / 8) as u64 {
+        let mut z = j.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        v.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    let b = bytes::Bytes::from(v);
+    *p = Some(b.clone());
+    b
+}
+
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x
+}
+
+/// Where in the pattern a tagged request's body starts.
+fn body_offset(tag: u64) -> usize {
+    (mix(tag) % MAX_OFFSET as u64) as usize
+}
+
+/// Where in the pattern the response to a request of `request_len` bytes
+/// with `tag` starts: responses of different RPCs differ.
+fn response_offset(tag: u64, request_len: usize) -> usize {
+    (mix(tag ^ mix(request_len as u64 + 1)) % MAX_OFFSET as u64) as usize
+}
+
+/// The tag of a request: its bytes 4..12, or 0 when it is shorter.
+pub fn request_tag(request: &[u8]) -> u64 {
+    request
+        .get(TAG)
+        .map_or(0, |t| u64::from_le_bytes(t.try_into().unwrap_or([0; 8])))
+}
+
+/// A request of `len` bytes asking for `response_size` bytes, tagged `tag`:
+/// the size header, the tag, the marker, then pattern bytes (each part cut
+/// short when `len` is).
+pub fn make_request(tag: u64, response_size: usize, len: usize) -> bytes::Bytes {
+    let mut v = Vec::with_capacity(len);
+    v.extend_from_slice(&(response_size as u32).to_le_bytes());
+    v.extend_from_slice(&tag.to_le_bytes());
+    v.extend_from_slice(&MAGIC_BYTES);
+    v.truncate(len);
+    if len > MAGIC.end {
+        let off = body_offset(tag);
+        v.extend_from_slice(&pattern(off + len)[off + MAGIC.end..off + len]);
+    }
+    bytes::Bytes::from(v)
+}
+
+/// Whether a request's body is the pattern its tag calls for. Requests not
+/// marked as patterned (shorter than 16 bytes, or without the marker, e.g.
+/// from cluster mode) pass.
+pub fn request_ok(request: &[u8]) -> bool {
+    if request.len() <= MAGIC.end || request[MAGIC] != MAGIC_BYTES {
+        return true;
+    }
+    let off = body_offset(request_tag(request));
+    request[MAGIC.end..] == pattern(off + request.len())[off + MAGIC.end..off + request.len()]
+}
+
+/// The response to `request`: `want` pattern bytes at an offset that
+/// depends on the request's tag and length (a zero-copy slice). `corrupt`
+/// shifts it by one byte, so that the client sees a mismatch.
+pub fn make_response(request: &[u8], want: usize, corrupt: bool) -> bytes::Bytes {
+    let off = response_offset(request_tag(request), request.len()) + usize::from(corrupt);
+    pattern(off + want).slice(off..off + want)
+}
+
+/// The `len` bytes the server must send for a request of `request_len`
+/// bytes tagged `tag` (a zero-copy slice of the pattern).
+pub fn expected_response(tag: u64, request_len: usize, len: usize) -> bytes::Bytes {
+    let tag = if request_len >= TAG.end { tag } else { 0 };
+    let off = response_offset(tag, request_len);
+    pattern(off + len).slice(off..off + len)
+}
+
+/// Whether `response` is what the server must send for a request of
+/// `request_len` bytes tagged `tag` (0 when shorter than 12 bytes).
+pub fn response_ok(tag: u64, request_len: usize, response: &[u8]) -> bool {
+    response == &expected_response(tag, request_len, response.len())[..]
+}
+
 /// When a socket wait must give up: the server is stopping, or the RPC's
 /// deadline passed.
 #[derive(Debug, Clone, Copy, Default)]
@@ -182,6 +297,39 @@ mod tests {
         assert_eq!(wanted_response_size(&req[..3]), DEFAULT_RESPONSE_SIZE);
         assert_eq!(expected_response_size(3, 7), DEFAULT_RESPONSE_SIZE);
         assert_eq!(expected_response_size(4, 7), 7);
+    }
+
+    #[test]
+    fn patterned_requests_and_responses_check_out() {
+        for len in [0, 3, 4, 11, 12, 15, 16, 17, 100, 70_000] {
+            let req = make_request(42, 500, len);
+            assert_eq!(req.len(), len);
+            assert!(request_ok(&req), "{len}");
+            let want = wanted_response_size(&req);
+            let resp = make_response(&req, want, false);
+            assert_eq!(resp.len(), want);
+            assert!(response_ok(42, len, &resp), "{len}");
+            assert!(!response_ok(
+                43,
+                len.max(12),
+                &make_response(&make_request(42, 500, len.max(12)), 500, false)
+            ));
+            assert!(
+                !response_ok(42, len, &make_response(&req, want, true)),
+                "{len}"
+            );
+            if len > 16 {
+                let mut bad = req.to_vec();
+                bad[len - 1] ^= 1;
+                assert!(!request_ok(&bad));
+            }
+        }
+        // Unmarked requests (cluster mode's) are not checked.
+        assert!(request_ok(&[7u8; 100]));
+        // The pattern grows without changing what it was.
+        let small = pattern(10);
+        let big = pattern(3 << 20);
+        assert_eq!(small[..1 << 20], big[..1 << 20]);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use crate::error::{check_loopback, PerfError};
 use crate::proto::Protocol;
 use crate::{homa_rpc, tcp, udp};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -32,6 +32,7 @@ pub struct Server {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     endpoint: Option<homa::Endpoint>,
+    bad_requests: Arc<AtomicU64>,
 }
 
 impl Server {
@@ -52,6 +53,7 @@ impl Server {
             stop: stop.clone(),
             threads: Vec::new(),
             endpoint: None,
+            bad_requests: Arc::new(AtomicU64::new(0)),
         };
         let busy = opts.busy_poll;
         match opts.protocol {
@@ -91,8 +93,9 @@ impl Server {
                 for i in 0..threads {
                     let endpoint = endpoint.clone();
                     let stop = stop.clone();
+                    let bad = server.bad_requests.clone();
                     server.spawn(format!("homa-server-{i}"), move || {
-                        homa_rpc::serve(&endpoint, &stop, max_response)
+                        homa_rpc::serve(&endpoint, &stop, max_response, &bad)
                     })?;
                 }
             }
@@ -130,6 +133,25 @@ impl Server {
     /// The Homa endpoint (Homa servers only), for its counters.
     pub(crate) fn homa_endpoint(&self) -> Option<&homa::Endpoint> {
         self.endpoint.as_ref()
+    }
+
+    /// Homa requests whose pattern bytes were wrong (each answered with
+    /// wrong bytes, so that its client counts an error too).
+    pub fn bad_requests(&self) -> u64 {
+        self.bad_requests.load(Ordering::Relaxed)
+    }
+
+    /// Everything a Homa server can say about itself, as one JSON object:
+    /// the protocol core's metrics, the runtime's counters and the bad
+    /// requests seen. `None` for TCP and UDP servers.
+    pub fn homa_report(&self) -> Option<serde_json::Value> {
+        let e = self.endpoint.as_ref()?;
+        Some(serde_json::json!({
+            "local": e.local_addr().to_string(),
+            "bad_requests": self.bad_requests(),
+            "metrics": serde_json::to_value(e.metrics()).ok()?,
+            "runtime_stats": serde_json::to_value(e.runtime_stats()).ok()?,
+        }))
     }
 
     /// Blocks until the server threads end (for the command-line server,

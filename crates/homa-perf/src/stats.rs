@@ -80,6 +80,8 @@ pub struct Recorder {
     pub rpcs: u64,
     /// RPCs that failed (timeout, wrong response, transport error).
     pub errors: u64,
+    /// Of those, responses of the right length whose bytes were wrong.
+    pub content_errors: u64,
     /// Request payload bytes of the counted RPCs.
     pub request_bytes: u64,
     /// Response payload bytes of the counted RPCs.
@@ -94,6 +96,7 @@ impl Recorder {
             buckets: per_bucket.then(|| BUCKETS.iter().map(|_| new_histogram()).collect()),
             rpcs: 0,
             errors: 0,
+            content_errors: 0,
             request_bytes: 0,
             response_bytes: 0,
         }
@@ -116,6 +119,12 @@ impl Recorder {
         self.errors += 1;
     }
 
+    /// Counts one RPC whose response had the wrong bytes (also an error).
+    pub fn record_content_error(&mut self) {
+        self.errors += 1;
+        self.content_errors += 1;
+    }
+
     /// Adds another worker's measurements to these.
     pub fn merge(&mut self, other: &Recorder) {
         // Same bounds on both sides, so adding cannot fail.
@@ -127,6 +136,7 @@ impl Recorder {
         }
         self.rpcs += other.rpcs;
         self.errors += other.errors;
+        self.content_errors += other.content_errors;
         self.request_bytes += other.request_bytes;
         self.response_bytes += other.response_bytes;
     }
@@ -212,6 +222,9 @@ pub struct Report {
     pub rpcs: u64,
     /// RPCs that failed in the measured interval.
     pub errors: u64,
+    /// Of those, responses of the right length with wrong bytes (every
+    /// response byte is checked).
+    pub content_errors: u64,
     /// Length of the measured interval (s).
     pub elapsed_s: f64,
     /// Completed RPCs per second.
@@ -282,6 +295,7 @@ impl Report {
             response_size: label.response_size,
             rpcs: rec.rpcs,
             errors: rec.errors,
+            content_errors: rec.content_errors,
             elapsed_s: round3(elapsed.as_secs_f64()),
             rpcs_per_s: (rec.rpcs as f64 / secs).round(),
             request_bytes: rec.request_bytes,
@@ -357,6 +371,13 @@ impl Report {
             fmt_us(self.max_us),
             self.gbps
         );
+        if self.content_errors > 0 {
+            let _ = writeln!(
+                out,
+                "  {} of the errors: responses with wrong bytes",
+                self.content_errors
+            );
+        }
         if let Some(buckets) = &self.buckets {
             let _ = writeln!(
                 out,

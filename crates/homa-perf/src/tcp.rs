@@ -2,12 +2,19 @@
 //!
 //! A request is `u32 length, u32 wanted response size` (little-endian)
 //! followed by `length` payload bytes; a response is `u32 length` followed
-//! by the payload. Sockets use TCP_NODELAY. In busy-poll mode both sides
+//! by the payload. The payload is a patterned request as Homa's (see
+//! [`crate::proto::make_request`]): the server checks it and answers with
+//! the pattern bytes its tag and length call for, which the client checks.
+//! Sockets use TCP_NODELAY. In busy-poll mode both sides
 //! use nonblocking sockets and spin on `EAGAIN`.
 
 use crate::error::PerfError;
-use crate::proto::{read_full, write_two, Interrupt, MAX_TCP_MESSAGE, STOP_CHECK_INTERVAL};
-use crate::worker::{RpcClient, RpcError};
+use crate::homa_rpc::new_request;
+use crate::proto::{
+    make_response, read_full, request_ok, response_ok, write_two, Interrupt, MAX_TCP_MESSAGE,
+    STOP_CHECK_INTERVAL,
+};
+use crate::worker::{RpcClient, RpcDone, RpcError};
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,7 +88,6 @@ fn serve_connection(mut stream: TcpStream, busy_poll: bool, stop: &AtomicBool) -
     };
     let mut header = [0u8; 8];
     let mut payload = Vec::new();
-    let mut response = Vec::new();
     loop {
         read_full(&mut stream, &mut header, &intr)?;
         let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
@@ -98,15 +104,14 @@ fn serve_connection(mut stream: TcpStream, busy_poll: bool, stop: &AtomicBool) -
             payload.resize(len, 0);
         }
         read_full(&mut stream, &mut payload[..len], &intr)?;
-        if response.len() < want {
-            response.resize(want, 0);
+        let request = &payload[..len];
+        let ok = request_ok(request);
+        if !ok {
+            tracing::warn!("tcp server: a request of {len} B has wrong bytes");
         }
-        write_two(
-            &mut stream,
-            &(want as u32).to_le_bytes(),
-            &response[..want],
-            &intr,
-        )?;
+        // Wrong bytes are answered with wrong bytes, for the client to see.
+        let response = make_response(request, want, !ok);
+        write_two(&mut stream, &(want as u32).to_le_bytes(), &response, &intr)?;
     }
 }
 
@@ -115,19 +120,16 @@ pub(crate) struct TcpClient {
     stream: TcpStream,
     timeout: Duration,
     response_size: usize,
-    payload: Arc<Vec<u8>>,
     response: Vec<u8>,
 }
 
 impl TcpClient {
-    /// Connects to `server`. `payload` holds at least as many bytes as the
-    /// largest request.
+    /// Connects to `server`.
     pub(crate) fn connect(
         server: SocketAddr,
         busy_poll: bool,
         timeout: Duration,
         response_size: usize,
-        payload: Arc<Vec<u8>>,
     ) -> Result<TcpClient, PerfError> {
         let stream = TcpStream::connect_timeout(&server, timeout)
             .map_err(|e| PerfError::io(format!("connect to TCP server {server}"), e))?;
@@ -137,14 +139,15 @@ impl TcpClient {
             stream,
             timeout,
             response_size,
-            payload,
             response: vec![0; response_size],
         })
     }
 }
 
 impl RpcClient for TcpClient {
-    fn rpc(&mut self, request_size: usize) -> Result<usize, RpcError> {
+    fn rpc(&mut self, request_size: usize) -> Result<RpcDone, RpcError> {
+        let (tag, request) = new_request(self.response_size, request_size);
+        let sent = Instant::now();
         let intr = Interrupt {
             stop: None,
             deadline: Some(Instant::now() + self.timeout),
@@ -155,13 +158,7 @@ impl RpcClient for TcpClient {
         // Any failure leaves the byte stream out of step, so every error is
         // fatal for this connection.
         let fatal = |e: io::Error| RpcError::Fatal(PerfError::io("TCP RPC", e));
-        write_two(
-            &mut self.stream,
-            &header,
-            &self.payload[..request_size],
-            &intr,
-        )
-        .map_err(fatal)?;
+        write_two(&mut self.stream, &header, &request, &intr).map_err(fatal)?;
         let mut len = [0u8; 4];
         read_full(&mut self.stream, &mut len, &intr).map_err(fatal)?;
         let len = u32::from_le_bytes(len) as usize;
@@ -174,7 +171,12 @@ impl RpcClient for TcpClient {
             self.response.resize(len, 0);
         }
         read_full(&mut self.stream, &mut self.response[..len], &intr).map_err(fatal)?;
-        Ok(len)
+        let latency = sent.elapsed();
+        Ok(RpcDone {
+            len,
+            latency,
+            content_ok: response_ok(tag, request_size, &self.response[..len]),
+        })
     }
 
     fn expected_response(&self, _request_size: usize) -> usize {

@@ -5,14 +5,19 @@
 //! bytes). Bytes 4..12, when the request has them, carry a sequence number
 //! that the server copies into the response (when the response has room),
 //! so a client can drop a late answer to an RPC it already gave up on.
+//! Requests are patterned as Homa's, the sequence number being the tag (see
+//! [`crate::proto::make_request`]); the server checks them and answers with
+//! the pattern bytes the tag and length call for (bytes 4..12 aside), which
+//! the client checks.
 //! Nothing is retransmitted: a lost datagram is an error after the timeout.
 
 use crate::error::PerfError;
+use crate::homa_rpc::new_request;
 use crate::proto::{
-    expected_response_size, is_wait, wanted_response_size, Interrupt, MAX_UDP_MESSAGE,
-    STOP_CHECK_INTERVAL,
+    expected_response, expected_response_size, is_wait, make_response, request_ok,
+    wanted_response_size, Interrupt, MAX_UDP_MESSAGE, STOP_CHECK_INTERVAL,
 };
-use crate::worker::{RpcClient, RpcError};
+use crate::worker::{RpcClient, RpcDone, RpcError};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,6 +59,12 @@ pub(crate) fn serve(socket: UdpSocket, busy_poll: bool, stop: &AtomicBool) {
             }
         };
         let want = wanted_response_size(&request[..n]).min(MAX_UDP_MESSAGE);
+        let ok = request_ok(&request[..n]);
+        if !ok {
+            tracing::warn!("udp server: a request of {n} B from {from} has wrong bytes");
+        }
+        // Wrong bytes are answered with wrong bytes, for the client to see.
+        response[..want].copy_from_slice(&make_response(&request[..n], want, !ok));
         if n >= SEQ.end && want >= SEQ.end {
             response[SEQ].copy_from_slice(&request[SEQ]);
         }
@@ -75,8 +86,6 @@ pub(crate) struct UdpClient {
     socket: UdpSocket,
     timeout: Duration,
     response_size: usize,
-    seq: u64,
-    request: Vec<u8>,
     response: Vec<u8>,
 }
 
@@ -99,31 +108,28 @@ impl UdpClient {
             .map_err(|e| PerfError::io(format!("connect UDP socket to {server}"), e))?;
         configure(&socket, busy_poll, timeout)
             .map_err(|e| PerfError::io("configure UDP socket", e))?;
-        let mut request = vec![0u8; MAX_UDP_MESSAGE];
-        request[..4].copy_from_slice(&(response_size as u32).to_le_bytes());
         Ok(UdpClient {
             socket,
             timeout,
             response_size,
-            seq: 0,
-            request,
             response: vec![0u8; 65_536],
         })
     }
 }
 
 impl RpcClient for UdpClient {
-    fn rpc(&mut self, request_size: usize) -> Result<usize, RpcError> {
+    fn rpc(&mut self, request_size: usize) -> Result<RpcDone, RpcError> {
+        // The request's tag is its sequence number (bytes 4..12).
+        let (seq, request) = new_request(self.response_size, request_size);
+        let sent = Instant::now();
         let intr = Interrupt {
             stop: None,
-            deadline: Some(Instant::now() + self.timeout),
+            deadline: Some(sent + self.timeout),
         };
-        self.seq += 1;
         let tagged = request_size >= SEQ.end
             && expected_response_size(request_size, self.response_size) >= SEQ.end;
-        self.request[SEQ].copy_from_slice(&self.seq.to_le_bytes());
         loop {
-            match self.socket.send(&self.request[..request_size]) {
+            match self.socket.send(&request) {
                 Ok(_) => break,
                 Err(e) if is_wait(&e) => {
                     intr.check().map_err(RpcError::from_io)?;
@@ -135,11 +141,23 @@ impl RpcClient for UdpClient {
         loop {
             match self.socket.recv(&mut self.response) {
                 Ok(n) => {
-                    if tagged && n >= SEQ.end && self.response[SEQ] != self.seq.to_le_bytes() {
+                    if tagged && n >= SEQ.end && self.response[SEQ] != seq.to_le_bytes() {
                         // A late answer to an RPC that already timed out.
                         continue;
                     }
-                    return Ok(n);
+                    let latency = sent.elapsed();
+                    let got = &self.response[..n];
+                    let want = expected_response(seq, request_size, n);
+                    let content_ok = if tagged && n >= SEQ.end {
+                        got[..SEQ.start] == want[..SEQ.start] && got[SEQ.end..] == want[SEQ.end..]
+                    } else {
+                        got == &want[..]
+                    };
+                    return Ok(RpcDone {
+                        len: n,
+                        latency,
+                        content_ok,
+                    });
                 }
                 Err(e) if is_wait(&e) => {
                     intr.check().map_err(RpcError::from_io)?;

@@ -38,11 +38,23 @@ impl RpcError {
     }
 }
 
+/// A completed RPC.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RpcDone {
+    /// The response's length.
+    pub len: usize,
+    /// From the request handed to the transport to the response received
+    /// (building the request and checking the response are not counted).
+    pub latency: Duration,
+    /// False when the response's bytes are not the ones the server must
+    /// send (protocols that do not check contents always say true).
+    pub content_ok: bool,
+}
+
 /// One connection (or endpoint handle) that performs RPCs one at a time.
 pub(crate) trait RpcClient: Send {
-    /// Sends a request of `request_size` bytes and waits for its response;
-    /// returns the response's length.
-    fn rpc(&mut self, request_size: usize) -> Result<usize, RpcError>;
+    /// Sends a request of `request_size` bytes and waits for its response.
+    fn rpc(&mut self, request_size: usize) -> Result<RpcDone, RpcError>;
 
     /// The response length a correct server returns for such a request.
     fn expected_response(&self, request_size: usize) -> usize;
@@ -133,14 +145,22 @@ pub(crate) fn run_closed_loop(
                             }
                         }
                         let size = params.sizes.next(&mut rng);
-                        let sent = Instant::now();
                         match client.rpc(size) {
-                            Ok(len) => {
-                                let latency = sent.elapsed();
+                            Ok(RpcDone {
+                                len,
+                                latency,
+                                content_ok,
+                            }) => {
                                 let want = client.expected_response(size);
-                                if len == want {
+                                if len == want && content_ok {
                                     rec.record(size, len, latency);
                                     consecutive = 0;
+                                } else if len == want {
+                                    tracing::warn!(
+                                        "response to a {size} B request: {len} B of wrong content"
+                                    );
+                                    rec.record_content_error();
+                                    consecutive += 1;
                                 } else {
                                     tracing::warn!(
                                         "response of {len} B to a {size} B request, expected {want} B"

@@ -18,15 +18,105 @@ pub enum Transport {
     Raw,
 }
 
-/// Drops a fraction of outgoing packets: a test aid to exercise loss
-/// recovery over real sockets. Never set it in production.
+/// A faulty network inside the runtime: drops, duplicates and reorders
+/// packets, each direction (packets sent, packets received) with its own
+/// rates. A test aid to exercise loss recovery over real sockets; never set
+/// it in production.
+///
+/// Every decision is drawn from a random generator seeded with `seed` (one
+/// stream per direction), so a run sees the same pattern of faults for the
+/// same sequence of packets. Each packet is first dropped with the drop
+/// rate; a packet not dropped is duplicated with the duplicate rate (both
+/// copies pass), or else held back with the reorder rate: it is released
+/// after the next `k` packets of its direction (`k` drawn from
+/// 1..=`reorder_max_packets`) or after a delay drawn from
+/// 0..=`reorder_max_delay_us`, whichever comes first. Every fault is
+/// counted in [`crate::RuntimeStats`].
+///
+/// Missing keys take their defaults (all rates 0), so a TOML table written
+/// for the older drop-only shim (`drop_rate`, `seed`) still loads.
+///
+/// ```
+/// let config = homa::Config::from_toml_str(r#"
+///     [fault_injection]
+///     drop_rate = 0.1
+///     recv_drop_rate = 0.1
+///     reorder_rate = 0.05
+///     seed = 7
+/// "#).unwrap();
+/// let f = config.fault_injection.unwrap();
+/// assert_eq!(f.recv_drop_rate, 0.1);
+/// assert_eq!(f.duplicate_rate, 0.0);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct FaultInjection {
-    /// Fraction of outgoing packets dropped, 0.0..1.0.
+    /// Fraction of outgoing packets dropped, 0.0..=1.0.
     pub drop_rate: f64,
-    /// Seed of the drop decisions.
+    /// Seed of every fault decision.
     pub seed: u64,
+    /// Fraction of outgoing packets sent twice.
+    pub duplicate_rate: f64,
+    /// Fraction of outgoing packets held back and sent later.
+    pub reorder_rate: f64,
+    /// Fraction of received packets dropped.
+    pub recv_drop_rate: f64,
+    /// Fraction of received packets processed twice.
+    pub recv_duplicate_rate: f64,
+    /// Fraction of received packets held back and processed later.
+    pub recv_reorder_rate: f64,
+    /// A held-back packet goes after at most this many later packets of its
+    /// direction (at least 1).
+    pub reorder_max_packets: u32,
+    /// ... or after at most this many microseconds, whichever comes first.
+    pub reorder_max_delay_us: u64,
+}
+
+impl Default for FaultInjection {
+    fn default() -> FaultInjection {
+        FaultInjection {
+            drop_rate: 0.0,
+            seed: 0,
+            duplicate_rate: 0.0,
+            reorder_rate: 0.0,
+            recv_drop_rate: 0.0,
+            recv_duplicate_rate: 0.0,
+            recv_reorder_rate: 0.0,
+            reorder_max_packets: 4,
+            reorder_max_delay_us: 1_000,
+        }
+    }
+}
+
+impl FaultInjection {
+    /// The same loss rate in both directions (and nothing else).
+    pub fn loss(rate: f64, seed: u64) -> FaultInjection {
+        FaultInjection {
+            drop_rate: rate,
+            recv_drop_rate: rate,
+            seed,
+            ..FaultInjection::default()
+        }
+    }
+
+    /// Refuses rates outside 0..=1 (or not numbers).
+    pub fn validate(&self) -> Result<(), Error> {
+        for (name, r) in [
+            ("drop_rate", self.drop_rate),
+            ("duplicate_rate", self.duplicate_rate),
+            ("reorder_rate", self.reorder_rate),
+            ("recv_drop_rate", self.recv_drop_rate),
+            ("recv_duplicate_rate", self.recv_duplicate_rate),
+            ("recv_reorder_rate", self.recv_reorder_rate),
+        ] {
+            if !(0.0..=1.0).contains(&r) {
+                return Err(Error::Config(format!(
+                    "fault_injection.{name} must be within 0..=1, got {r}"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Everything an [`crate::Endpoint`] needs to know.
@@ -70,7 +160,8 @@ pub struct Config {
     pub receive_offload: bool,
     /// Socket buffer sizes (bytes) to ask the kernel for.
     pub socket_buffer_bytes: usize,
-    /// Test aid: drop outgoing packets.
+    /// Test aid: drop, duplicate and reorder packets in either direction
+    /// (see [`FaultInjection`]).
     pub fault_injection: Option<FaultInjection>,
 }
 
@@ -134,6 +225,9 @@ impl Config {
             .core
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
+        if let Some(f) = &config.fault_injection {
+            f.validate()?;
+        }
         Ok(config)
     }
 

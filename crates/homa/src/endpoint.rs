@@ -13,13 +13,12 @@
 //! allows.
 
 use crate::config::Config;
+use crate::fault::{Faults, Verdict};
 use crate::socket::{HomaSocket, RecvBufs};
 use crate::wake::{sleep, Kick};
 use crate::Error;
 use bytes::Bytes;
 use homa_core::{Event, Metrics, Nanos, Pacer, RpcId, Transmit};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -60,10 +59,26 @@ pub struct RuntimeStats {
     pub send_calls: u64,
     /// Packets the kernel refused (buffer full); Homa recovers them.
     pub send_drops: u64,
-    /// Packets dropped on purpose by fault injection.
+    /// Outgoing packets dropped on purpose by fault injection.
     pub injected_drops: u64,
+    /// Outgoing packets sent twice by fault injection.
+    pub injected_duplicates: u64,
+    /// Outgoing packets held back (sent late) by fault injection.
+    pub injected_reorders: u64,
+    /// Received packets dropped on purpose by fault injection.
+    pub injected_recv_drops: u64,
+    /// Received packets processed twice by fault injection.
+    pub injected_recv_duplicates: u64,
+    /// Received packets held back (processed late) by fault injection.
+    pub injected_recv_reorders: u64,
     /// Datagrams received.
     pub packets_received: u64,
+    /// UDP only: received packets dropped because the source port in their
+    /// Homa header differs from their UDP source port, or the destination
+    /// port from this endpoint's port. (The runtime names a peer by its IP
+    /// address and Homa source port; without this check any local process
+    /// could make a server send to any port.)
+    pub port_mismatch_drops: u64,
     /// Receive system calls that returned data.
     pub recv_calls: u64,
     /// Times the pacer held a packet back.
@@ -106,7 +121,7 @@ struct State {
     /// Bumped whenever what a waiter checks may have changed, so spinning
     /// waiters re-check only then.
     generation: u64,
-    faults: Option<(f64, StdRng)>,
+    faults: Option<Faults<Transmit, (SocketAddr, Vec<u8>)>>,
 }
 
 /// The runtime's counters, updated without the lock.
@@ -116,7 +131,13 @@ struct Stats {
     send_calls: AtomicU64,
     send_drops: AtomicU64,
     injected_drops: AtomicU64,
+    injected_duplicates: AtomicU64,
+    injected_reorders: AtomicU64,
+    injected_recv_drops: AtomicU64,
+    injected_recv_duplicates: AtomicU64,
+    injected_recv_reorders: AtomicU64,
     packets_received: AtomicU64,
+    port_mismatch_drops: AtomicU64,
     recv_calls: AtomicU64,
     pacer_holds: AtomicU64,
 }
@@ -209,9 +230,10 @@ impl Endpoint {
                 config.pacer_bypass_bytes,
             )
         });
-        let faults = config
-            .fault_injection
-            .map(|f| (f.drop_rate, StdRng::seed_from_u64(f.seed)));
+        if let Some(f) = &config.fault_injection {
+            f.validate()?;
+        }
+        let faults = config.fault_injection.as_ref().map(Faults::new);
         let inner = Arc::new(Inner {
             kick: Kick::new()?,
             recv_bufs: Mutex::new(RecvBufs::new(config.recv_batch)),
@@ -407,7 +429,13 @@ impl Endpoint {
             send_calls: get(&s.send_calls),
             send_drops: get(&s.send_drops),
             injected_drops: get(&s.injected_drops),
+            injected_duplicates: get(&s.injected_duplicates),
+            injected_reorders: get(&s.injected_reorders),
+            injected_recv_drops: get(&s.injected_recv_drops),
+            injected_recv_duplicates: get(&s.injected_recv_duplicates),
+            injected_recv_reorders: get(&s.injected_recv_reorders),
             packets_received: get(&s.packets_received),
+            port_mismatch_drops: get(&s.port_mismatch_drops),
             recv_calls: get(&s.recv_calls),
             pacer_holds: get(&s.pacer_holds),
         }
@@ -490,7 +518,7 @@ impl Inner {
                 }
                 p.on_send(now, ip_bytes);
             }
-            self.push_unless_injected_drop(st, &mut out, t);
+            self.push_through_faults(st, &mut out, t, now);
         }
         // Packets small enough to bypass the pacer (grants, acks, one-packet
         // messages) must not wait behind the full-size packet it holds.
@@ -501,21 +529,102 @@ impl Inner {
                     if let Some(p) = st.pacer.as_mut() {
                         p.on_send(now, t.len() + lower);
                     }
-                    self.push_unless_injected_drop(st, &mut out, t);
+                    self.push_through_faults(st, &mut out, t, now);
                 }
             }
+        }
+        // Packets the fault shim held back whose time has come.
+        if let Some(f) = st.faults.as_mut() {
+            out.extend(f.send.due(now));
         }
         out
     }
 
-    fn push_unless_injected_drop(&self, st: &mut State, out: &mut Output, t: Transmit) {
-        if let Some((rate, rng)) = st.faults.as_mut() {
-            if rng.gen_bool(rate.clamp(0.0, 1.0)) {
-                self.stats.injected_drops.fetch_add(1, Ordering::Relaxed);
+    /// Queues a packet for sending, through the fault shim if there is one.
+    fn push_through_faults(&self, st: &mut State, out: &mut Output, t: Transmit, now: Nanos) {
+        let Some(f) = st.faults.as_mut() else {
+            out.push(t);
+            return;
+        };
+        let s = &self.stats;
+        match f.send.decide() {
+            Verdict::Pass => out.push(t),
+            Verdict::Drop => {
+                s.injected_drops.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Verdict::Duplicate => {
+                s.injected_duplicates.fetch_add(1, Ordering::Relaxed);
+                out.push(t.clone());
+                out.push(t);
+            }
+            Verdict::Hold => {
+                s.injected_reorders.fetch_add(1, Ordering::Relaxed);
+                f.send.hold(now, t);
                 return;
             }
         }
-        out.push(t);
+        out.extend(f.send.passed());
+    }
+
+    /// Takes in one received datagram: through the fault shim if there is
+    /// one, then the port check, then the core.
+    fn receive(&self, st: &mut State, now: Nanos, src: SocketAddr, bytes: &[u8]) {
+        let Some(f) = st.faults.as_mut() else {
+            self.deliver(st, now, src, bytes);
+            return;
+        };
+        let s = &self.stats;
+        let verdict = f.recv.decide();
+        match verdict {
+            Verdict::Pass => {}
+            Verdict::Drop => {
+                s.injected_recv_drops.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Verdict::Duplicate => {
+                s.injected_recv_duplicates.fetch_add(1, Ordering::Relaxed);
+            }
+            Verdict::Hold => {
+                s.injected_recv_reorders.fetch_add(1, Ordering::Relaxed);
+                f.recv.hold(now, (src, bytes.to_vec()));
+                return;
+            }
+        }
+        let released = f.recv.passed();
+        self.deliver(st, now, src, bytes);
+        if verdict == Verdict::Duplicate {
+            self.deliver(st, now, src, bytes);
+        }
+        for (src, bytes) in released {
+            self.deliver(st, now, src, &bytes);
+        }
+    }
+
+    /// Hands held-back received packets whose time has come to the core.
+    fn receive_due(&self, st: &mut State, now: Nanos) {
+        let Some(f) = st.faults.as_mut() else {
+            return;
+        };
+        for (src, bytes) in f.recv.due(now) {
+            self.deliver(st, now, src, &bytes);
+        }
+    }
+
+    /// Hands a packet to the core unless its Homa ports contradict its UDP
+    /// ports (UDP only; shorter packets go on, for the core to reject).
+    fn deliver(&self, st: &mut State, now: Nanos, src: SocketAddr, bytes: &[u8]) {
+        if self.sock.has_udp_ports() && bytes.len() >= 4 {
+            let sport = u16::from_be_bytes([bytes[0], bytes[1]]);
+            let dport = u16::from_be_bytes([bytes[2], bytes[3]]);
+            if sport != src.port() || dport != self.local.port() {
+                self.stats
+                    .port_mismatch_drops
+                    .fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        st.core.handle_packet(now, src.ip(), bytes);
     }
 
     /// Hands packets to the kernel, up to 64 per system call.
@@ -607,6 +716,10 @@ impl Inner {
                     w = Some(w.map_or(pw, |x| x.min(pw)));
                 }
             }
+            if let Some(t) = st.faults.as_ref().and_then(|f| f.next_deadline()) {
+                let fw = Duration::from_nanos(t.saturating_sub(now));
+                w = Some(w.map_or(fw, |x| x.min(fw)));
+            }
             w.unwrap_or(MAX_SLEEP).min(MAX_SLEEP)
         };
         if let Some(d) = deadline {
@@ -646,8 +759,9 @@ impl Inner {
             let now = self.now();
             for i in 0..n {
                 let (src, bytes) = rb.datagram(i);
-                st.core.handle_packet(now, src, bytes);
+                self.receive(&mut st, now, src, bytes);
             }
+            self.receive_due(&mut st, now);
             // Timers only once the socket is drained: packets still queued
             // in our own socket must not count as a peer's silence.
             // (A spinning reader takes one datagram at a time and will be

@@ -14,6 +14,7 @@ mod async_api;
 mod config;
 mod endpoint;
 mod error;
+mod fault;
 mod socket;
 mod wake;
 

@@ -79,8 +79,9 @@ pub(crate) struct RecvBufs {
     cmsgs: Vec<CmsgBuf>,
     iovs: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
-    /// Datagrams of the last receive: (source, buffer, start, length).
-    pub(crate) got: Vec<(IpAddr, usize, usize, usize)>,
+    /// Datagrams of the last receive: (source, buffer, start, length). The
+    /// source's port is the UDP source port (0 for raw IP, which has none).
+    pub(crate) got: Vec<(SocketAddr, usize, usize, usize)>,
 }
 
 // SAFETY: the raw pointers in `iovs` and `msgs` point only into this
@@ -103,7 +104,7 @@ impl RecvBufs {
     }
 
     /// Bytes of datagram `i` of the last receive.
-    pub(crate) fn datagram(&self, i: usize) -> (IpAddr, &[u8]) {
+    pub(crate) fn datagram(&self, i: usize) -> (SocketAddr, &[u8]) {
         let (src, b, start, len) = self.got[i];
         (src, &self.bufs[b][start..start + len])
     }
@@ -201,6 +202,12 @@ impl HomaSocket {
         Ok((s, local))
     }
 
+    /// True when packets come with UDP ports (which must then match the
+    /// ports in their Homa headers).
+    pub(crate) fn has_udp_ports(&self) -> bool {
+        self.kind != Kind::Raw4
+    }
+
     /// Bytes of headers below Homa in each packet.
     pub(crate) fn lower_header_bytes(&self) -> u32 {
         match self.kind {
@@ -289,7 +296,7 @@ impl HomaSocket {
         }
         for (i, m) in msgs.iter().enumerate().take(r as usize) {
             let len = m.msg_len as usize;
-            let Some(src) = sockaddr_ip(&names[i]) else {
+            let Some(src) = sockaddr_addr(&names[i]) else {
                 continue;
             };
             let buf = &bufs[i];
@@ -346,7 +353,7 @@ impl HomaSocket {
             return nothing_received();
         }
         let len = r as usize;
-        let Some(src) = sockaddr_ip(&name) else {
+        let Some(src) = sockaddr_addr(&name) else {
             return Ok(0);
         };
         let start = if self.kind == Kind::Raw4 {
@@ -600,21 +607,23 @@ fn nothing_received() -> io::Result<usize> {
     }
 }
 
-fn sockaddr_ip(ss: &libc::sockaddr_storage) -> Option<IpAddr> {
+/// The source of a datagram: its IP address and (for UDP) its port; raw
+/// IPv4 sockets report port 0.
+fn sockaddr_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match ss.ss_family as libc::c_int {
         libc::AF_INET => {
             // SAFETY: the family says the storage holds a sockaddr_in.
             let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
-            Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
-                sin.sin_addr.s_addr,
-            ))))
+            let ip = IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            Some(SocketAddr::new(ip, u16::from_be(sin.sin_port)))
         }
         libc::AF_INET6 => {
             // SAFETY: the family says the storage holds a sockaddr_in6.
             let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
             let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
             let v4 = ip.to_ipv4_mapped();
-            Some(v4.map(IpAddr::V4).unwrap_or(IpAddr::V6(ip)))
+            let ip = v4.map(IpAddr::V4).unwrap_or(IpAddr::V6(ip));
+            Some(SocketAddr::new(ip, u16::from_be(sin6.sin6_port)))
         }
         _ => None,
     }

@@ -82,6 +82,7 @@ fn fault_injection_5_percent_both_ends() {
         fault_injection: Some(FaultInjection {
             drop_rate: 0.05,
             seed,
+            ..FaultInjection::default()
         }),
         ..Config::default()
     };
