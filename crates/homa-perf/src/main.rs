@@ -4,8 +4,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use homa_perf::cluster::{self, ClusterArgs};
 use homa_perf::{
-    run_client, run_demo, ClientOptions, DemoOptions, Protocol, Server, ServerOptions, SizeSpec,
-    StopRule, Workload,
+    run_client, run_demo, ClientOptions, DemoOptions, Protocol, Server, ServerOptions, SizeDist,
+    SizeSpec, StopRule,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -210,7 +210,7 @@ fn run(cli: Cli) -> Result<()> {
                         a.max_size
                     };
                     SizeSpec::Workload {
-                        workload: Workload::named(w)?,
+                        workload: SizeDist::by_name(w)?,
                         max,
                     }
                 }

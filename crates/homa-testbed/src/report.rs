@@ -2,8 +2,8 @@
 
 use crate::analysis::{Bucket, Comparison, ShortHalf};
 use crate::tc::ClassStats;
-use homa_sim::output::fmt_size;
-use homa_sim::plot::{slowdown_plot, Series};
+use homa_measure::plot::{slowdown_plot, Series};
+use homa_measure::table::fmt_size;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;

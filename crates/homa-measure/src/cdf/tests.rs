@@ -361,3 +361,16 @@ fn bad_csvs_report_line_and_reason() {
     let e = SizeDist::from_csv_str("mine", "size_bytes,cdf\n10,0.5\n20,0.4\n").unwrap_err();
     assert!(e.to_string().starts_with("workload mine, line 3: "), "{e}");
 }
+
+#[test]
+fn sampling_takes_the_first_row_at_or_above_u() {
+    // w1 starts: 8,0.31094 / 9,0.31931 / 10,0.32768 / 11,0.41757
+    let w = SizeDist::by_name("w1").unwrap();
+    assert_eq!(w.quantile(1e-12), 8);
+    assert_eq!(w.quantile(0.31094), 8);
+    assert_eq!(w.quantile(0.310_941), 9);
+    assert_eq!(w.quantile(0.32768), 10);
+    assert_eq!(w.quantile(0.4), 11);
+    assert_eq!(w.quantile(1.0), 100_000);
+    assert_eq!(w.max(), 100_000);
+}
