@@ -9,10 +9,10 @@
 
 use crate::output;
 use crate::plot::{self, Series, Stat};
+use crate::protocols;
 use crate::report::RunReport;
 use crate::scenario::{ProtocolChoice, Scenario};
 use crate::search::{self, SearchResult};
-use crate::sim;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
@@ -163,10 +163,10 @@ fn run_all(tasks: Vec<Task>, jobs: usize) -> Result<Vec<Outcome>> {
                 let Some(task) = tasks.get(i) else { break };
                 let t0 = Instant::now();
                 let out = match task {
-                    Task::Run(s) => sim::run_scenario(s, None).map(|r| Outcome::Run(Box::new(r))),
+                    Task::Run(s) => protocols::run(s, None).map(|r| Outcome::Run(Box::new(r))),
                     Task::Search(s, steps) => {
                         search::max_sustainable_load(s, 0.5, 1.0, *steps, SUSTAIN_THRESHOLD, |sc| {
-                            sim::run_scenario(sc, None)
+                            protocols::run(sc, None)
                         })
                         .map(Outcome::Search)
                     }
