@@ -303,13 +303,7 @@ pub fn slowdown_plot(
 
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FAMILY, 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
-        .build_cartesian_2d(0f64..100f64, (y_min..y_max).log_scale())
-        .map_err(plot_err)?;
+    let mut chart = build_chart(&root, title, 0f64..100f64, (y_min..y_max).log_scale())?;
     chart
         .configure_mesh()
         .x_labels(0)
@@ -365,13 +359,7 @@ pub fn bar_plot(
 
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FAMILY, 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
-        .build_cartesian_2d(0f64..n_groups, 0f64..y_max)
-        .map_err(plot_err)?;
+    let mut chart = build_chart(&root, title, 0f64..n_groups, 0f64..y_max)?;
     chart
         .configure_mesh()
         .x_labels(0)
@@ -494,6 +482,8 @@ fn span(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
 
 type Chart<'a, Y> = ChartContext<'a, BitMapBackend<'a>, Cartesian2d<RangedCoordf64, Y>>;
 
+/// A 1000×600 chart with the title on top, linear x over `x_range` and
+/// the y coordinate `y`.
 fn build_chart<'a, Y>(
     root: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
     title: &str,

@@ -273,6 +273,16 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// Loses the first transmission of the data packets whose number
+    /// among all packets sent is a multiple of 7.
+    fn drop_some_data<P: Protocol>(net: &mut TestNet<P>) {
+        let mut n = 0u64;
+        net.drop_if(move |m| {
+            n += 1;
+            m.payload_bytes > 0 && !m.retransmit && n % 7 == 0
+        });
+    }
+
     const SIZES: [u64; 6] = [1, 100, 1_500, 10_000, 100_000, 1_000_000];
 
     #[test]
@@ -287,12 +297,7 @@ mod tests {
     fn homa_recovers_lost_packets() {
         let mut net =
             TestNet::new(&Homa::new(HomaConfig::default()), TestNetConfig::default()).unwrap();
-        // Lose every 7th data packet the first time round.
-        let mut n = 0u64;
-        net.drop_if(move |m| {
-            n += 1;
-            m.payload_bytes > 0 && !m.retransmit && n % 7 == 0
-        });
+        drop_some_data(&mut net);
         // Loss is noticed only after the resend timeouts.
         all_arrive(&mut net, &SIZES, 1_000);
         assert!(net.packets_dropped > 0);
@@ -307,11 +312,7 @@ mod tests {
     #[test]
     fn pfabric_recovers_lost_packets() {
         let mut net = TestNet::new(&PFabric::default(), TestNetConfig::default()).unwrap();
-        let mut n = 0u64;
-        net.drop_if(move |m| {
-            n += 1;
-            m.payload_bytes > 0 && !m.retransmit && n % 7 == 0
-        });
+        drop_some_data(&mut net);
         // Loss is noticed only after the resend timeouts.
         all_arrive(&mut net, &SIZES, 1_000);
         assert!(net.packets_dropped > 0);
