@@ -68,7 +68,8 @@ struct ClientArgs {
     /// Request size in bytes (default 100 when no --workload is given).
     #[arg(long, conflicts_with = "workload")]
     size: Option<usize>,
-    /// Draw request sizes from a standard workload: w1..w5.
+    /// Draw request sizes from a workload: w1..w5, thesis-w3, thesis-w5, fixed:N or a
+    /// `size_bytes,cdf` CSV file.
     #[arg(long)]
     workload: Option<String>,
     /// Workload sizes above this are sent at this size (the Homa/Linux

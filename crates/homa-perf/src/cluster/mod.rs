@@ -103,7 +103,8 @@ pub struct ClusterArgs {
     /// Transport: homa or tcp.
     #[arg(long, value_enum, default_value_t = Protocol::Homa)]
     pub protocol: Protocol,
-    /// Draw request sizes from a standard workload: w1..w5.
+    /// Draw request sizes from a workload: w1..w5, thesis-w3, thesis-w5, fixed:N or a
+    /// `size_bytes,cdf` CSV file.
     #[arg(long, conflicts_with = "size")]
     pub workload: Option<String>,
     /// Send every request with this many bytes instead of a workload.
