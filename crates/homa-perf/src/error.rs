@@ -21,13 +21,8 @@ pub enum PerfError {
     )]
     NotPrivate(SocketAddr),
     /// A workload table that does not parse or is unknown.
-    #[error("workload {name}: {why}")]
-    Workload {
-        /// Workload name (w1..w5 or a file name).
-        name: String,
-        /// What is wrong with it.
-        why: String,
-    },
+    #[error(transparent)]
+    Workload(#[from] homa_measure::CdfError),
     /// An operating-system error, with what was being done.
     #[error("{what}: {source}")]
     Io {

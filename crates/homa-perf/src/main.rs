@@ -5,7 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use homa_perf::cluster::{self, ClusterArgs};
 use homa_perf::{
     run_client, run_demo, run_loss_matrix, ClientOptions, DemoOptions, LossMatrixOptions, Protocol,
-    Server, ServerOptions, SizeSpec, StopRule, Workload,
+    Server, ServerOptions, SizeDist, SizeSpec, StopRule,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -117,7 +117,8 @@ struct ClientArgs {
     /// Request size in bytes (default 100 when no --workload is given).
     #[arg(long, conflicts_with = "workload")]
     size: Option<usize>,
-    /// Draw request sizes from a standard workload: w1..w5.
+    /// Draw request sizes from a workload: w1..w5, thesis-w3, thesis-w5, fixed:N or a
+    /// `size_bytes,cdf` CSV file.
     #[arg(long)]
     workload: Option<String>,
     /// Workload sizes above this are sent at this size (the Homa/Linux
@@ -317,7 +318,7 @@ fn run(cli: Cli) -> Result<()> {
                         a.max_size
                     };
                     SizeSpec::Workload {
-                        workload: Workload::named(w)?,
+                        workload: SizeDist::by_name(w)?,
                         max,
                     }
                 }

@@ -12,59 +12,7 @@ use std::time::Duration;
 /// Largest latency recorded exactly (100 s); longer ones are clamped.
 const MAX_LATENCY_NS: u64 = 100_000_000_000;
 
-/// One request-size class of the thesis' plots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bucket {
-    /// Short name, e.g. `"300B-1400B"`.
-    pub label: &'static str,
-    /// Smallest request size in the bucket (bytes, inclusive).
-    pub min_bytes: u64,
-    /// Largest request size in the bucket (bytes, inclusive).
-    pub max_bytes: u64,
-}
-
-/// The size classes: under 300 B, 300 B to one packet (1,400 B), one packet
-/// to 10 KB, 10 KB to 100 KB, 100 KB to 1 MB, over 1 MB.
-pub const BUCKETS: [Bucket; 6] = [
-    Bucket {
-        label: "<300B",
-        min_bytes: 0,
-        max_bytes: 299,
-    },
-    Bucket {
-        label: "300B-1400B",
-        min_bytes: 300,
-        max_bytes: 1_400,
-    },
-    Bucket {
-        label: "1400B-10KB",
-        min_bytes: 1_401,
-        max_bytes: 10_000,
-    },
-    Bucket {
-        label: "10KB-100KB",
-        min_bytes: 10_001,
-        max_bytes: 100_000,
-    },
-    Bucket {
-        label: "100KB-1MB",
-        min_bytes: 100_001,
-        max_bytes: 1_000_000,
-    },
-    Bucket {
-        label: ">1MB",
-        min_bytes: 1_000_001,
-        max_bytes: u64::MAX,
-    },
-];
-
-/// Index into [`BUCKETS`] of a request of `size` bytes.
-pub fn bucket_index(size: u64) -> usize {
-    BUCKETS
-        .iter()
-        .position(|b| size <= b.max_bytes)
-        .unwrap_or(BUCKETS.len() - 1)
-}
+use homa_measure::buckets::{size_class_index, SIZE_CLASSES};
 
 fn new_histogram() -> Histogram<u64> {
     // The bounds are constants that hdrhistogram accepts; this cannot fail.
@@ -93,7 +41,7 @@ impl Recorder {
     pub fn new(per_bucket: bool) -> Recorder {
         Recorder {
             all: new_histogram(),
-            buckets: per_bucket.then(|| BUCKETS.iter().map(|_| new_histogram()).collect()),
+            buckets: per_bucket.then(|| SIZE_CLASSES.iter().map(|_| new_histogram()).collect()),
             rpcs: 0,
             errors: 0,
             content_errors: 0,
@@ -107,7 +55,7 @@ impl Recorder {
         let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX).max(1);
         self.all.saturating_record(ns);
         if let Some(b) = &mut self.buckets {
-            b[bucket_index(request_size as u64)].saturating_record(ns);
+            b[size_class_index(request_size as u64)].saturating_record(ns);
         }
         self.rpcs += 1;
         self.request_bytes += request_size as u64;
@@ -154,7 +102,7 @@ impl Recorder {
     /// Summarises the measurements over `elapsed` into per-bucket rows.
     fn bucket_reports(&self) -> Option<Vec<BucketReport>> {
         self.buckets.as_ref().map(|hs| {
-            BUCKETS
+            SIZE_CLASSES
                 .iter()
                 .zip(hs)
                 .map(|(b, h)| BucketReport {

@@ -4,7 +4,7 @@
 use clap::Parser;
 use homa_perf::cluster::{run_node, unloaded_sizes, ClusterArgs, NodeReport, ResponseSize};
 use homa_perf::error::check_cluster_addr;
-use homa_perf::{PerfError, Protocol, Workload};
+use homa_perf::{PerfError, Protocol, SizeDist};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 
 /// A loopback address whose port is free for both TCP and UDP right now.
@@ -137,7 +137,7 @@ fn unloaded_against_a_server(protocol: Protocol) {
     prober.unloaded_points = 4;
     prober.unloaded_count = 5;
     prober.linger = 0.0;
-    let sizes = unloaded_sizes(&Workload::named("w3").unwrap(), 1_000_000, 4);
+    let sizes = unloaded_sizes(&SizeDist::by_name("w3").unwrap(), 1_000_000, 4);
     let reports = run_all(vec![prober, server]);
     let (r, s) = (&reports[0], &reports[1]);
     assert_eq!(r.mode, "unloaded");
@@ -183,15 +183,15 @@ fn tcp_unloaded_fixed_size() {
 
 #[test]
 fn unloaded_sizes_span_the_workload() {
-    let w = Workload::named("w3").unwrap();
+    let w = SizeDist::by_name("w3").unwrap();
     let sizes = unloaded_sizes(&w, 1_000_000, 40);
     assert!(sizes.windows(2).all(|p| p[0] < p[1]), "{sizes:?}");
-    assert_eq!(sizes.first(), Some(&w.size_at(f64::MIN_POSITIVE)));
+    assert_eq!(sizes.first(), Some(&w.quantile(f64::MIN_POSITIVE)));
     assert_eq!(sizes.last(), Some(&1_000_000));
     assert!(sizes.len() > 10 && sizes.len() <= 42, "{sizes:?}");
     // Uncapped, the largest is the workload's.
     let all = unloaded_sizes(&w, u64::MAX, 40);
-    assert_eq!(all.last(), Some(&w.max_size()));
+    assert_eq!(all.last(), Some(&w.max()));
     assert!(unloaded_sizes(&w, 500, 40).iter().all(|&s| s <= 500));
     // No quantiles: the extremes only.
     assert_eq!(unloaded_sizes(&w, u64::MAX, 0).len(), 2);

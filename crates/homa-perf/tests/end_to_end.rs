@@ -2,8 +2,8 @@
 //! through the binary. Counts are small so the suite stays fast.
 
 use homa_perf::{
-    run_client, ClientOptions, Protocol, Report, Server, ServerOptions, SizeSpec, StopRule,
-    Workload,
+    run_client, ClientOptions, Protocol, Report, Server, ServerOptions, SizeDist, SizeSpec,
+    StopRule,
 };
 use std::net::SocketAddr;
 use std::process::Command;
@@ -74,7 +74,7 @@ fn workload_with_concurrency_fills_buckets() {
         let s = server(protocol, false, 2);
         let mut c = client(protocol, &s);
         c.sizes = SizeSpec::Workload {
-            workload: Workload::named("w3").unwrap(),
+            workload: SizeDist::by_name("w3").unwrap(),
             max: 1_000_000,
         };
         c.concurrency = 3;

@@ -1,35 +1,9 @@
-//! Size buckets, percentiles and the JSON report.
+//! Percentiles and the JSON report (the size classes are tested in
+//! homa-measure).
 
 use homa_perf::stats::{Recorder, RunLabel};
-use homa_perf::{bucket_index, Report, BUCKETS};
+use homa_perf::Report;
 use std::time::Duration;
-
-#[test]
-fn bucket_boundaries_follow_the_thesis() {
-    let cases = [
-        (0, 0),
-        (299, 0),
-        (300, 1),
-        (1_400, 1),
-        (1_401, 2),
-        (10_000, 2),
-        (10_001, 3),
-        (100_000, 3),
-        (100_001, 4),
-        (1_000_000, 4),
-        (1_000_001, 5),
-        (u64::MAX, 5),
-    ];
-    for (size, bucket) in cases {
-        assert_eq!(bucket_index(size), bucket, "size {size}");
-        let b = BUCKETS[bucket];
-        assert!(b.min_bytes <= size && size <= b.max_bytes);
-    }
-    // Contiguous and covering everything.
-    for pair in BUCKETS.windows(2) {
-        assert_eq!(pair[0].max_bytes + 1, pair[1].min_bytes);
-    }
-}
 
 fn label(workload: Option<&str>) -> RunLabel {
     RunLabel {

@@ -6,7 +6,9 @@
 //! queues, hosts whose NIC is a short FIFO fed by the transport whenever it
 //! drains, open-loop Poisson traffic with sizes from measured workloads, and
 //! slowdown as the metric. Protocols plug in through
-//! [`transport::Protocol`]; Homa and an idealised pFabric are provided.
+//! [`transport::Protocol`] and are registered in [`protocols`]; Homa and an
+//! idealised pFabric are provided. [`testnet`] drives any transport between
+//! a few hosts without a network model, for unit tests.
 #![deny(missing_docs)]
 
 pub mod engine;
@@ -15,11 +17,13 @@ pub mod output;
 pub mod pfabric;
 pub mod plot;
 pub mod port;
+pub mod protocols;
 pub mod report;
 pub mod reproduce;
 pub mod scenario;
 pub mod search;
 pub mod sim;
+pub mod testnet;
 pub mod topology;
 pub mod transport;
 pub mod workload;

@@ -4,7 +4,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use homa_sim::report::RunReport;
 use homa_sim::scenario::{ProtocolChoice, Scenario};
-use homa_sim::{output, plot, reproduce, search, sim};
+use homa_sim::{output, plot, protocols, reproduce, search, sim};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 
@@ -70,7 +70,7 @@ struct RunArgs {
     /// TOML scenario file; the flags below override it.
     #[arg(long)]
     scenario: Option<PathBuf>,
-    /// Transport: homa or pfabric.
+    /// Transport: a registered protocol (homa, pfabric).
     #[arg(long)]
     protocol: Option<String>,
     /// Workload: w1..w5, thesis-w3, thesis-w5, fixed:N, or a CSV file.
@@ -108,11 +108,7 @@ fn scenario_from(a: &RunArgs) -> Result<Scenario> {
         None => Scenario::default(),
     };
     if let Some(p) = &a.protocol {
-        s.protocol = match p.as_str() {
-            "homa" => ProtocolChoice::Homa,
-            "pfabric" => ProtocolChoice::Pfabric,
-            other => bail!("unknown protocol {other:?}; use homa or pfabric"),
-        };
+        s.protocol = ProtocolChoice::from_name(p)?;
     }
     if let Some(w) = &a.workload {
         s.traffic.workload = w.clone();
@@ -168,7 +164,7 @@ fn run_one(s: &Scenario, quiet: bool) -> Result<RunReport> {
         pb.set_length(total);
         pb.set_position(done);
     };
-    let r = sim::run_scenario(s, Some(&mut cb))?;
+    let r = protocols::run(s, Some(&mut cb))?;
     pb.finish_and_clear();
     Ok(r)
 }

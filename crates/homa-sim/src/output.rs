@@ -12,6 +12,7 @@
 
 use crate::report::{Bucket, QueueStats, RunReport};
 use anyhow::Context;
+use homa_measure::table::{csv_field, fmt_size, Align};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs::File;
@@ -238,40 +239,6 @@ pub fn summary_csv(reports: &[RunReport]) -> String {
         out.push('\n');
     }
     out
-}
-
-/// Quotes a CSV field if it needs it (RFC 4180).
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// Formats a byte count compactly with decimal units: `"512B"`, `"1.2K"`,
-/// `"10K"`, `"1M"`, `"2.5G"` (one decimal below 10 of a unit, dropped when
-/// it is zero).
-pub fn fmt_size(bytes: u64) -> String {
-    if bytes < 1000 {
-        return format!("{bytes}B");
-    }
-    let units = [("K", 1e3), ("M", 1e6), ("G", 1e9), ("T", 1e12)];
-    let v = bytes as f64;
-    for (i, (unit, scale)) in units.iter().enumerate() {
-        let x = v / scale;
-        let text = if x < 9.95 {
-            let t = format!("{x:.1}");
-            t.strip_suffix(".0").map(str::to_string).unwrap_or(t)
-        } else {
-            format!("{x:.0}")
-        };
-        // Move on to the next unit when rounding reaches 1000 ("1000K").
-        if x.round() < 1000.0 || i == units.len() - 1 {
-            return format!("{text}{unit}");
-        }
-    }
-    unreachable!("the last unit always returns")
 }
 
 /// Formats a slowdown (or other ratio near 1..1000) with three significant
@@ -525,11 +492,6 @@ pub fn summary_table(reports: &[RunReport]) -> String {
     out
 }
 
-/// Escapes text for a markdown table cell.
-fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
-}
-
 /// The key numbers of [`summary_table`] (without the spectra) as a GitHub
 /// markdown table, one row per run.
 pub fn markdown_table(reports: &[RunReport]) -> String {
@@ -550,21 +512,16 @@ pub fn markdown_table(reports: &[RunReport]) -> String {
         "events/s",
         "wall s",
     ];
-    let mut out = String::new();
-    out.push_str("| ");
-    out.push_str(&HEADERS.join(" | "));
-    out.push_str(" |\n|");
-    for c in COLUMNS.iter() {
-        out.push_str(if c.left { ":---|" } else { "---:|" });
-    }
-    out.push('\n');
-    for r in reports {
-        let cells: Vec<String> = key_numbers(r).iter().map(|s| md_cell(s)).collect();
-        out.push_str("| ");
-        out.push_str(&cells.join(" | "));
-        out.push_str(" |\n");
-    }
-    out
+    let align: Vec<Align> = COLUMNS
+        .iter()
+        .map(|c| if c.left { Align::Left } else { Align::Right })
+        .collect();
+    let rows: Vec<[String; 15]> = reports.iter().map(key_numbers).collect();
+    let rows: Vec<Vec<&str>> = rows
+        .iter()
+        .map(|r| r.iter().map(String::as_str).collect())
+        .collect();
+    homa_measure::table::markdown_table(&HEADERS, &align, &rows)
 }
 
 #[cfg(test)]
@@ -793,18 +750,8 @@ pub(crate) mod tests {
 
     #[test]
     fn formatting() {
-        assert_eq!(fmt_size(0), "0B");
-        assert_eq!(fmt_size(999), "999B");
-        assert_eq!(fmt_size(1000), "1K");
-        assert_eq!(fmt_size(1234), "1.2K");
-        assert_eq!(fmt_size(9_960), "10K");
-        assert_eq!(fmt_size(150_000), "150K");
-        assert_eq!(fmt_size(999_700), "1M");
-        assert_eq!(fmt_size(2_500_000), "2.5M");
-        assert_eq!(fmt_size(3_000_000_000), "3G");
         assert_eq!(fmt_percent(0.8), "80%");
         assert_eq!(fmt_percent(0.125), "12.5%");
         assert_eq!(fmt_slowdown(f64::NAN), "-");
-        assert_eq!(csv_field("a\"b"), "\"a\"\"b\"");
     }
 }

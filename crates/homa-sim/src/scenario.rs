@@ -3,28 +3,10 @@
 
 use crate::homa::HomaConfig;
 use crate::pfabric::PFabricConfig;
+pub use crate::protocols::ProtocolChoice;
 use crate::topology::TopologyConfig;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-
-/// Which transport the hosts run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProtocolChoice {
-    /// The project's Homa core.
-    Homa,
-    /// Idealised pFabric.
-    Pfabric,
-}
-
-impl std::fmt::Display for ProtocolChoice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ProtocolChoice::Homa => "homa",
-            ProtocolChoice::Pfabric => "pfabric",
-        })
-    }
-}
 
 /// The shape of the offered traffic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

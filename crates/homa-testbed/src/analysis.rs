@@ -9,7 +9,9 @@
 //! number of messages.
 
 use anyhow::{bail, Result};
-use homa_perf::Workload;
+use homa_measure::buckets::bucket_of;
+use homa_measure::quantile::nearest_rank_or_nan;
+use homa_measure::SizeDist;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Reads an `f64` that JSON may hold as `null` (serde_json writes NaN,
@@ -85,20 +87,6 @@ pub fn slowdowns(rpcs: &[(u64, u64)], baseline: &Baseline) -> Vec<(u64, f64)> {
         .collect()
 }
 
-/// Size boundaries of the buckets: at most `buckets` ranges that cut the
-/// workload (sizes truncated at `max_size`) into equal shares of messages;
-/// sizes the CDF jumps over merge their buckets. Returns the inclusive
-/// upper size of each bucket, ascending; the last is `max_size` or the
-/// workload's largest size.
-pub fn bucket_bounds(workload: &Workload, max_size: u64, buckets: usize) -> Vec<u64> {
-    let buckets = buckets.max(1);
-    let mut bounds: Vec<u64> = (1..=buckets)
-        .map(|k| workload.size_at(k as f64 / buckets as f64).min(max_size))
-        .collect();
-    bounds.dedup();
-    bounds
-}
-
 /// One size range of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bucket {
@@ -129,23 +117,12 @@ impl Bucket {
     }
 }
 
-/// The value at quantile `q` of ascending `sorted` (nearest rank); NaN when
-/// empty.
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 /// Groups `samples` into the buckets ending at `bounds` (see
-/// [`bucket_bounds`]); sizes above the last bound go in the last bucket.
-pub fn spectrum(samples: &[(u64, f64)], workload: &Workload, bounds: &[u64]) -> Vec<Bucket> {
+/// [`homa_measure::buckets::cdf_bounds`]); sizes above the last bound go in the last bucket.
+pub fn spectrum(samples: &[(u64, f64)], workload: &SizeDist, bounds: &[u64]) -> Vec<Bucket> {
     let mut per: Vec<Vec<f64>> = vec![Vec::new(); bounds.len()];
     for &(size, sd) in samples {
-        let i = bounds.partition_point(|&b| b < size).min(bounds.len() - 1);
-        per[i].push(sd);
+        per[bucket_of(bounds, size)].push(sd);
     }
     let mut lo_size = 0;
     let mut lo_pct = 0.0;
@@ -158,7 +135,7 @@ pub fn spectrum(samples: &[(u64, f64)], workload: &Workload, bounds: &[u64]) -> 
             let hi_pct = if i + 1 == bounds.len() {
                 100.0
             } else {
-                workload.cdf_at(hi) * 100.0
+                workload.cdf(hi) * 100.0
             };
             let b = Bucket {
                 min_size: lo_size,
@@ -166,8 +143,8 @@ pub fn spectrum(samples: &[(u64, f64)], workload: &Workload, bounds: &[u64]) -> 
                 lo_pct,
                 hi_pct,
                 count: v.len(),
-                p50: quantile(&v, 0.5),
-                p99: quantile(&v, 0.99),
+                p50: nearest_rank_or_nan(&v, 0.5),
+                p99: nearest_rank_or_nan(&v, 0.99),
             };
             lo_size = hi + 1;
             lo_pct = hi_pct;
@@ -193,8 +170,8 @@ pub struct ShortHalf {
 }
 
 /// [`ShortHalf`] of `samples`.
-pub fn short_half(samples: &[(u64, f64)], workload: &Workload) -> ShortHalf {
-    let max_size = workload.size_at(0.5);
+pub fn short_half(samples: &[(u64, f64)], workload: &SizeDist) -> ShortHalf {
+    let max_size = workload.quantile(0.5);
     let mut v: Vec<f64> = samples
         .iter()
         .filter(|&&(s, _)| s <= max_size)
@@ -204,8 +181,8 @@ pub fn short_half(samples: &[(u64, f64)], workload: &Workload) -> ShortHalf {
     ShortHalf {
         max_size,
         count: v.len(),
-        p50: quantile(&v, 0.5),
-        p99: quantile(&v, 0.99),
+        p50: nearest_rank_or_nan(&v, 0.5),
+        p99: nearest_rank_or_nan(&v, 0.99),
     }
 }
 
@@ -266,9 +243,10 @@ pub fn compare(homa: (&ShortHalf, &[Bucket]), other: (&ShortHalf, &[Bucket])) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use homa_measure::buckets::cdf_bounds;
 
-    fn table() -> Workload {
-        Workload::parse("t", "size_bytes,cdf\n100,0.5\n1000,0.9\n100000,1\n").unwrap()
+    fn table() -> SizeDist {
+        SizeDist::from_csv_str("t", "size_bytes,cdf\n100,0.5\n1000,0.9\n100000,1\n").unwrap()
     }
 
     #[test]
@@ -306,18 +284,9 @@ mod tests {
     }
 
     #[test]
-    fn buckets_follow_the_cdf_and_merge_jumps() {
-        let w = table();
-        // 10 equal shares: 5 land on 100 B, 4 on 1000 B, 1 on 100 KB.
-        assert_eq!(bucket_bounds(&w, 1_000_000, 10), vec![100, 1000, 100_000]);
-        // Truncation caps the last bound.
-        assert_eq!(bucket_bounds(&w, 10_000, 10), vec![100, 1000, 10_000]);
-    }
-
-    #[test]
     fn spectrum_puts_each_sample_in_its_size_range() {
         let w = table();
-        let bounds = bucket_bounds(&w, 1_000_000, 10);
+        let bounds = cdf_bounds(&w, 1_000_000, 10);
         let mut samples = vec![];
         for i in 1..=100 {
             samples.push((100, i as f64));
@@ -346,7 +315,7 @@ mod tests {
     #[test]
     fn comparison_finds_buckets_better_under_tcp() {
         let w = table();
-        let bounds = bucket_bounds(&w, 1_000_000, 10);
+        let bounds = cdf_bounds(&w, 1_000_000, 10);
         let homa = vec![(100, 1.0), (1000, 2.0), (100_000, 3.0)];
         let tcp = vec![(100, 20.0), (1000, 1.5), (100_000, 6.0)];
         let (hs, ts) = (spectrum(&homa, &w, &bounds), spectrum(&tcp, &w, &bounds));
@@ -355,13 +324,5 @@ mod tests {
         assert_eq!(c.short_half_p99_ratio, 20.0);
         assert_eq!(c.worst_bucket_p99_ratio, 0.75);
         assert_eq!(c.buckets_better_under_other, vec![1000]);
-    }
-
-    #[test]
-    fn quantile_is_nearest_rank() {
-        let v: Vec<f64> = (1..=200).map(f64::from).collect();
-        assert_eq!(quantile(&v, 0.99), 198.0);
-        assert_eq!(quantile(&v, 0.5), 100.0);
-        assert!(quantile(&[], 0.5).is_nan());
     }
 }

@@ -14,7 +14,7 @@ use crate::report::{BenchResult, PriorityTotals, Variant, VariantRun, WorkloadRe
 use crate::tc::{self, BacklogSampler, ClassStats};
 use anyhow::{anyhow, bail, Context, Result};
 use homa_perf::cluster::{ClusterArgs, NodeReport};
-use homa_perf::{Protocol, Workload};
+use homa_perf::{Protocol, SizeDist};
 use std::collections::BTreeMap;
 use std::fs;
 use std::net::SocketAddr;
@@ -75,14 +75,14 @@ pub const PACKET_OVERHEAD: usize = 14 + 20 + 8 + homa_wire::DATA_HEADER_LEN;
 
 /// Link bytes per payload byte for `workload`'s messages (truncated at
 /// 1 MB) in packets of at most `mtu` bytes.
-pub fn wire_factor(workload: &Workload, mtu: u32) -> f64 {
+pub fn wire_factor(workload: &SizeDist, mtu: u32) -> f64 {
     let per_packet = (mtu as usize).saturating_sub(PACKET_OVERHEAD - 14).max(1) as u64;
     // The expectation over the size distribution, by quantiles.
     const STEPS: u32 = 20_000;
     let (mut payload, mut wire) = (0.0, 0.0);
     for k in 0..STEPS {
         let u = (k as f64 + 0.5) / STEPS as f64;
-        let size = workload.size_at(u).min(MAX_SIZE);
+        let size = workload.quantile(u).min(MAX_SIZE);
         let packets = size.div_ceil(per_packet).max(1);
         payload += size as f64;
         wire += (size + packets * PACKET_OVERHEAD as u64) as f64;
@@ -101,7 +101,7 @@ pub fn wire_factor(workload: &Workload, mtu: u32) -> f64 {
 /// at 25 Gbit/s CPU limits came first. Here, for a small-message
 /// workload such as w2, headers add ~20%, and 80% of the link in
 /// payload would overload it.
-pub fn offered_gbps(load: f64, rate_mbit: u64, mtu: u32, workload: &Workload) -> f64 {
+pub fn offered_gbps(load: f64, rate_mbit: u64, mtu: u32, workload: &SizeDist) -> f64 {
     load * rate_mbit as f64 / 1000.0 / wire_factor(workload, mtu)
 }
 
@@ -230,7 +230,7 @@ impl BenchArgs {
             bail!("--workloads is empty");
         }
         for w in &self.workloads {
-            Workload::named(w)?;
+            SizeDist::by_name(w)?;
         }
         for r in &self.rates {
             parse_setting(r, "--rates")?;
@@ -309,7 +309,7 @@ pub fn run(args: &BenchArgs, spec: &TestbedSpec) -> Result<()> {
     let mut spec = spec.clone();
     let mut results = Vec::new();
     for name in &args.workloads {
-        let workload = Workload::named(name)?;
+        let workload = SizeDist::by_name(name)?;
         let (rate, mtu) = args.link_for(name);
         if rate != spec.rate_mbit || mtu != spec.mtu || !netns::exists(&spec.prefix) {
             spec.rate_mbit = rate;
@@ -481,12 +481,12 @@ impl RunCtx<'_> {
         a
     }
 
-    fn workload(&self, workload: &Workload, variants: &[Variant]) -> Result<WorkloadResult> {
+    fn workload(&self, workload: &SizeDist, variants: &[Variant]) -> Result<WorkloadResult> {
         let name = self.workload_name;
         eprintln!("testbed: {name}: idle round-trip times");
         let homa8 = self.homa_config(8)?;
         let baseline = self.unloaded(&homa8)?;
-        let bounds = analysis::bucket_bounds(workload, MAX_SIZE, self.args.buckets);
+        let bounds = homa_measure::buckets::cdf_bounds(workload, MAX_SIZE, self.args.buckets);
         let mut runs = Vec::new();
         for &v in variants {
             eprintln!(
@@ -562,7 +562,7 @@ impl RunCtx<'_> {
         &self,
         variant: Variant,
         config: Option<PathBuf>,
-        workload: &Workload,
+        workload: &SizeDist,
         baseline: &Baseline,
         bounds: &[u64],
     ) -> Result<VariantRun> {
@@ -891,21 +891,21 @@ mod tests {
 
     #[test]
     fn wire_factor_counts_a_header_per_packet() {
-        let one = Workload::parse("t", "size_bytes,cdf\n1000,1\n").unwrap();
+        let one = SizeDist::from_csv_str("t", "size_bytes,cdf\n1000,1\n").unwrap();
         let f = wire_factor(&one, 1500);
         assert!(
             (f - (1000.0 + PACKET_OVERHEAD as f64) / 1000.0).abs() < 1e-9,
             "{f}"
         );
         // 10,000 B in 1500-byte frames: 8 packets.
-        let ten = Workload::parse("t", "size_bytes,cdf\n10000,1\n").unwrap();
+        let ten = SizeDist::from_csv_str("t", "size_bytes,cdf\n10000,1\n").unwrap();
         let per = 1500 - (PACKET_OVERHEAD - 14);
         assert_eq!(10_000usize.div_ceil(per), 8);
         let f = wire_factor(&ten, 1500);
         assert!((f - (10_000.0 + 8.0 * PACKET_OVERHEAD as f64) / 10_000.0).abs() < 1e-9);
         // Small-message workloads pay more for headers.
-        let w2 = Workload::named("w2").unwrap();
-        let w5 = Workload::named("w5").unwrap();
+        let w2 = SizeDist::by_name("w2").unwrap();
+        let w5 = SizeDist::by_name("w5").unwrap();
         assert!(wire_factor(&w2, 1500) > 1.15);
         assert!(wire_factor(&w5, 9000) < 1.02);
         let g = offered_gbps(0.8, 1000, 9000, &w5);

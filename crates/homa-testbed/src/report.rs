@@ -2,8 +2,8 @@
 
 use crate::analysis::{Bucket, Comparison, ShortHalf};
 use crate::tc::ClassStats;
-use homa_sim::output::fmt_size;
-use homa_sim::plot::{slowdown_plot, Series};
+use homa_measure::plot::{slowdown_plot, Series};
+use homa_measure::table::{fmt_size, markdown_table};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -292,11 +292,7 @@ impl BenchResult {
              \"Worst bucket\" is the smallest TCP ÷ Homa ratio of any size bucket (p50 / p99); below 1 means TCP \
              was better there.\n"
         );
-        let _ = writeln!(
-            s,
-            "| workload | link, MTU | Homa Mbit/s/host | TCP Mbit/s/host | Homa p99 | Homa 1-prio p99 | TCP p99 | TCP ÷ Homa p99 | TCP ÷ Homa p50 | worst bucket p50 / p99 | buckets better under TCP |"
-        );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+        let mut rows = Vec::new();
         for w in &self.workloads {
             let g = |v: Variant| {
                 w.run(v)
@@ -325,12 +321,9 @@ impl BenchResult {
                 ),
                 None => ("–".into(), "–".into(), "–".into(), "–".into()),
             };
-            let _ = writeln!(
-                s,
-                "| {} | {} Mbit/s, {} B | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                w.workload,
-                w.rate_mbit,
-                w.mtu,
+            rows.push(vec![
+                w.workload.clone(),
+                format!("{} Mbit/s, {} B", w.rate_mbit, w.mtu),
                 g(Variant::Homa),
                 g(Variant::Tcp),
                 p99(Variant::Homa),
@@ -339,9 +332,26 @@ impl BenchResult {
                 r99,
                 r50,
                 worst,
-                better
-            );
+                better,
+            ]);
         }
+        s.push_str(&markdown_table(
+            &[
+                "workload",
+                "link, MTU",
+                "Homa Mbit/s/host",
+                "TCP Mbit/s/host",
+                "Homa p99",
+                "Homa 1-prio p99",
+                "TCP p99",
+                "TCP ÷ Homa p99",
+                "TCP ÷ Homa p50",
+                "worst bucket p50 / p99",
+                "buckets better under TCP",
+            ],
+            &[],
+            &rows,
+        ));
         let _ = writeln!(s);
 
         let _ = writeln!(s, "## Runs\n");
@@ -354,31 +364,42 @@ impl BenchResult {
              they had waited (a lower bound).\n",
             self.cpus
         );
-        let _ = writeln!(
-            s,
-            "| workload | variant | offered payload Mbit/s/host | achieved | RPCs | errors | unfinished | skipped | lag µs | CPU cores | switch drops |"
-        );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+        let mut rows = Vec::new();
         for w in &self.workloads {
             for r in &w.runs {
                 let drops: u64 = r.switch.iter().map(|p| p.drops).sum();
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.2} | {} |",
-                    w.workload,
-                    r.variant.label(),
+                rows.push(vec![
+                    w.workload.clone(),
+                    r.variant.label().to_string(),
                     f(r.target_gbps * 1000.0),
                     f(r.achieved_gbps * 1000.0),
-                    r.completed,
-                    r.errors,
-                    r.unfinished,
-                    r.skipped,
-                    r.max_send_lag_us,
-                    r.cpu_cores,
-                    drops
-                );
+                    r.completed.to_string(),
+                    r.errors.to_string(),
+                    r.unfinished.to_string(),
+                    r.skipped.to_string(),
+                    format!("{:.0}", r.max_send_lag_us),
+                    format!("{:.2}", r.cpu_cores),
+                    drops.to_string(),
+                ]);
             }
         }
+        s.push_str(&markdown_table(
+            &[
+                "workload",
+                "variant",
+                "offered payload Mbit/s/host",
+                "achieved",
+                "RPCs",
+                "errors",
+                "unfinished",
+                "skipped",
+                "lag µs",
+                "CPU cores",
+                "switch drops",
+            ],
+            &[],
+            &rows,
+        ));
         let _ = writeln!(s);
 
         for w in &self.workloads {
@@ -400,42 +421,35 @@ impl BenchResult {
                 w.rate_mbit * w.rtt_ns / 8_000,
                 idle_summary(&w.baseline)
             );
-            let mut header = String::from("| sizes | % of messages |");
-            let mut rule = String::from("|---|---|");
+            let both = w.run(Variant::Tcp).zip(w.run(Variant::Homa));
+            let mut header = vec!["sizes".to_string(), "% of messages".to_string()];
             for r in &w.runs {
-                let _ = write!(
-                    header,
-                    " {} p50 | {} p99 |",
-                    r.variant.label(),
-                    r.variant.label()
-                );
-                rule.push_str("---|---|");
+                header.push(format!("{} p50", r.variant.label()));
+                header.push(format!("{} p99", r.variant.label()));
             }
-            if w.run(Variant::Tcp).is_some() && w.run(Variant::Homa).is_some() {
-                header.push_str(" TCP ÷ Homa p99 |");
-                rule.push_str("---|");
+            if both.is_some() {
+                header.push("TCP ÷ Homa p99".to_string());
             }
-            let _ = writeln!(s, "{header}\n{rule}");
             let n = w.runs.first().map_or(0, |r| r.buckets.len());
-            for i in 0..n {
-                let b0 = &w.runs[0].buckets[i];
-                let _ = write!(
-                    s,
-                    "| {}–{} | {:.0}–{:.0} |",
-                    fmt_size(b0.min_size),
-                    fmt_size(b0.max_size),
-                    b0.lo_pct,
-                    b0.hi_pct
-                );
-                for r in &w.runs {
-                    let b = &r.buckets[i];
-                    let _ = write!(s, " {} | {} |", f(b.p50), f(b.p99));
-                }
-                if let (Some(t), Some(h)) = (w.run(Variant::Tcp), w.run(Variant::Homa)) {
-                    let _ = write!(s, " {} |", ratio(t.buckets[i].p99 / h.buckets[i].p99));
-                }
-                let _ = writeln!(s);
-            }
+            let rows: Vec<Vec<String>> = (0..n)
+                .map(|i| {
+                    let b0 = &w.runs[0].buckets[i];
+                    let mut row = vec![
+                        format!("{}–{}", fmt_size(b0.min_size), fmt_size(b0.max_size)),
+                        format!("{:.0}–{:.0}", b0.lo_pct, b0.hi_pct),
+                    ];
+                    for r in &w.runs {
+                        row.push(f(r.buckets[i].p50));
+                        row.push(f(r.buckets[i].p99));
+                    }
+                    if let Some((t, h)) = both {
+                        row.push(ratio(t.buckets[i].p99 / h.buckets[i].p99));
+                    }
+                    row
+                })
+                .collect();
+            let header: Vec<&str> = header.iter().map(String::as_str).collect();
+            s.push_str(&markdown_table(&header, &[], &rows));
             let _ = writeln!(s);
             let _ = writeln!(s, "{}\n", limits(w));
             if let Some(c) = &w.one_vs_eight {
@@ -452,24 +466,31 @@ impl BenchResult {
                 s,
                 "Switch queues (`tc -s`, all ports; peak backlog sampled every 250 ms on any one port):\n"
             );
-            let _ = writeln!(
-                s,
-                "| variant | priority | packets | bytes | drops | peak backlog |\n|---|---|---|---|---|---|"
-            );
+            let mut rows = Vec::new();
             for r in &w.runs {
                 for p in r.switch.iter().filter(|p| p.packets > 0 || p.drops > 0) {
-                    let _ = writeln!(
-                        s,
-                        "| {} | {} | {} | {} | {} | {} |",
-                        r.variant.label(),
-                        p.priority,
-                        p.packets,
+                    rows.push(vec![
+                        r.variant.label().to_string(),
+                        p.priority.to_string(),
+                        p.packets.to_string(),
                         fmt_size(p.bytes),
-                        p.drops,
-                        fmt_size(p.peak_backlog_bytes)
-                    );
+                        p.drops.to_string(),
+                        fmt_size(p.peak_backlog_bytes),
+                    ]);
                 }
             }
+            s.push_str(&markdown_table(
+                &[
+                    "variant",
+                    "priority",
+                    "packets",
+                    "bytes",
+                    "drops",
+                    "peak backlog",
+                ],
+                &[],
+                &rows,
+            ));
             let _ = writeln!(s);
             for r in &w.runs {
                 if !r.homa_counters.is_empty() {

@@ -19,7 +19,8 @@ mod unloaded;
 use crate::error::{check_cluster_addr, PerfError};
 use crate::proto::{expected_response_size, Protocol, MAX_TCP_MESSAGE};
 use crate::server::{Server, ServerOptions};
-use crate::workload::{SizeSpec, Workload};
+use crate::workload::SizeSpec;
+use homa_measure::SizeDist;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -102,7 +103,8 @@ pub struct ClusterArgs {
     /// Transport: homa or tcp.
     #[arg(long, value_enum, default_value_t = Protocol::Homa)]
     pub protocol: Protocol,
-    /// Draw request sizes from a standard workload: w1..w5.
+    /// Draw request sizes from a workload: w1..w5, thesis-w3, thesis-w5, fixed:N or a
+    /// `size_bytes,cdf` CSV file.
     #[arg(long, conflicts_with = "size")]
     pub workload: Option<String>,
     /// Send every request with this many bytes instead of a workload.
@@ -335,12 +337,8 @@ impl NodeReport {
     /// (ns); `None` when nothing was recorded.
     pub fn rtt_quantile_ns(&self, q: f64) -> Option<u64> {
         let mut rtts: Vec<u64> = self.rpcs.iter().map(|&(_, ns)| ns).collect();
-        if rtts.is_empty() {
-            return None;
-        }
         rtts.sort_unstable();
-        let rank = (q.clamp(0.0, 1.0) * rtts.len() as f64).ceil() as usize;
-        Some(rtts[rank.clamp(1, rtts.len()) - 1])
+        homa_measure::nearest_rank(&rtts, q.clamp(0.0, 1.0))
     }
 
     /// One line for humans: counts, achieved rate and round-trip percentiles.
@@ -401,13 +399,13 @@ impl NodeReport {
 /// The sizes unloaded mode probes: the workload's sizes at `points` evenly
 /// spaced quantiles in (0, 1], plus its smallest and largest, each capped at
 /// `max_size`, deduplicated and ascending.
-pub fn unloaded_sizes(workload: &Workload, max_size: u64, points: usize) -> Vec<u64> {
+pub fn unloaded_sizes(workload: &SizeDist, max_size: u64, points: usize) -> Vec<u64> {
     let mut sizes: Vec<u64> = (1..=points)
-        .map(|i| workload.size_at(i as f64 / points as f64))
+        .map(|i| workload.quantile(i as f64 / points as f64))
         .collect();
     // The smallest size a draw can return (rows of zero mass are skipped).
-    sizes.push(workload.size_at(f64::MIN_POSITIVE));
-    sizes.push(workload.size_at(1.0));
+    sizes.push(workload.quantile(f64::MIN_POSITIVE));
+    sizes.push(workload.quantile(1.0));
     for s in &mut sizes {
         *s = (*s).min(max_size);
     }
@@ -570,7 +568,7 @@ impl Plan {
                 (Some(spec), format!("fixed:{n}"), vec![(n, 1.0)])
             }
             (Some(w), None) => {
-                let workload = Workload::named(w)?;
+                let workload = SizeDist::by_name(w)?;
                 let masses = size_masses(&workload, a.max_size);
                 let label = workload.name().to_string();
                 let spec = SizeSpec::Workload {
@@ -612,7 +610,7 @@ impl Plan {
             return usage(format!("--gbps must be a positive number, got {}", a.gbps));
         }
         let mean_request = match &sizes {
-            Some(SizeSpec::Workload { workload, .. }) => workload.mean(a.max_size),
+            Some(SizeSpec::Workload { workload, .. }) => workload.capped(a.max_size).mean(),
             _ => masses.iter().map(|&(s, p)| s as f64 * p).sum(),
         };
         let mean_response: f64 = masses
@@ -723,39 +721,10 @@ fn node_seed(seed: u64, me: SocketAddr) -> u64 {
     h ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-/// Every size `workload` can draw, capped at `cap`, with its probability,
-/// ascending. The step CDF is only reachable through `size_at`, so each
-/// step's upper end is found by bisection.
-fn size_masses(workload: &Workload, cap: u64) -> Vec<(u64, f64)> {
-    let mut out: Vec<(u64, f64)> = Vec::new();
-    let mut lo = 0.0f64;
-    while lo < 1.0 {
-        // The next representable probability above `lo` (lo >= 0).
-        let s = workload.size_at(f64::from_bits(lo.to_bits() + 1));
-        let (mut a, mut b) = (lo, 1.0f64);
-        if workload.size_at(1.0) <= s {
-            a = 1.0;
-        } else {
-            loop {
-                let mid = a + (b - a) / 2.0;
-                if mid <= a || mid >= b {
-                    break;
-                }
-                if workload.size_at(mid) <= s {
-                    a = mid;
-                } else {
-                    b = mid;
-                }
-            }
-        }
-        let capped = s.min(cap);
-        match out.last_mut() {
-            Some(last) if last.0 == capped => last.1 += a - lo,
-            _ => out.push((capped, a - lo)),
-        }
-        lo = a;
-    }
-    out
+/// Every size `workload` can draw, capped at `cap` bytes, with its
+/// probability, ascending.
+fn size_masses(workload: &SizeDist, cap: u64) -> Vec<(u64, f64)> {
+    workload.capped(cap).rows().collect()
 }
 
 /// Process CPU time so far: (user, system) seconds.
@@ -1062,7 +1031,8 @@ mod tests {
 
     #[test]
     fn masses_cover_the_distribution() {
-        let w = Workload::parse("t", "size_bytes,cdf\n2,0.25\n10,0.25\n20,0.75\n40,1\n").unwrap();
+        let w = SizeDist::from_csv_str("t", "size_bytes,cdf\n2,0.25\n10,0.25\n20,0.75\n40,1\n")
+            .unwrap();
         let m = size_masses(&w, 30);
         let sizes: Vec<u64> = m.iter().map(|&(s, _)| s).collect();
         assert_eq!(sizes, vec![2, 20, 30]);
@@ -1074,13 +1044,13 @@ mod tests {
 
     #[test]
     fn masses_match_the_workload_mean() {
-        for name in crate::workload::WORKLOAD_NAMES {
-            let w = Workload::named(name).unwrap();
+        for name in homa_measure::BUILTIN {
+            let w = SizeDist::by_name(name).unwrap();
             let m = size_masses(&w, 1_000_000);
             let total: f64 = m.iter().map(|&(_, p)| p).sum();
             assert!((total - 1.0).abs() < 1e-9, "{name}: {total}");
             let mean: f64 = m.iter().map(|&(s, p)| s as f64 * p).sum();
-            let exact = w.mean(1_000_000);
+            let exact = w.capped(1_000_000).mean();
             assert!(
                 (mean - exact).abs() / exact < 1e-9,
                 "{name}: {mean} vs {exact}"
