@@ -77,8 +77,8 @@ enum Command {
         /// Bytes of the request (the echo server returns as many).
         #[arg(long, default_value_t = 1_000_000)]
         size: usize,
-        /// Gap between RESENDs (µs).
-        #[arg(long, default_value_t = 1_000)]
+        /// Gap between RESENDs (µs); shorter gaps let the server merge them.
+        #[arg(long, default_value_t = 10_000)]
         interval_us: u64,
         /// Ask with length 0xFFFFFFFF ("all you sent") instead of the message length.
         #[arg(long)]

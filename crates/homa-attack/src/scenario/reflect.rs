@@ -36,7 +36,7 @@ impl Default for Options {
         Options {
             resends: 100,
             size: 1_000_000,
-            interval_us: 1_000,
+            interval_us: 10_000,
             resend_all: false,
         }
     }
@@ -61,6 +61,9 @@ pub struct ReflectReport {
     pub victim_bytes: u64,
     /// victim_bytes / attacker_bytes.
     pub amplification: f64,
+    /// victim_bytes / resend_bytes: what each RESEND byte buys once the
+    /// request is in place.
+    pub resend_amplification: f64,
     /// Bytes the server's core sent in this run (Homa headers and payload).
     pub server_bytes_sent: Option<u64>,
 }
@@ -91,6 +94,10 @@ impl Report for ReflectReport {
                 format!("{:.1}x", self.amplification),
             ),
             (
+                "victim bytes per RESEND byte".into(),
+                format!("{:.0}x", self.resend_amplification),
+            ),
+            (
                 "server core bytes sent".into(),
                 opt(self.server_bytes_sent),
             ),
@@ -106,6 +113,31 @@ pub fn validate(o: &Options) -> Result<()> {
     Ok(())
 }
 
+/// The victim's receive buffer: large enough that what the server sends is
+/// counted rather than dropped by the victim's kernel.
+const VICTIM_RCVBUF: usize = 64 << 20;
+
+/// Sets a socket's receive buffer beyond `rmem_max` (root), or as large as
+/// the kernel allows otherwise.
+fn force_recv_buffer(sock: &UdpSocket, bytes: usize) {
+    use std::os::fd::AsRawFd;
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `sock` owns a valid descriptor for the duration of the call,
+    // and the option value is a c_int whose size is passed alongside.
+    let forced = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if forced != 0 {
+        let _ = socket2::SockRef::from(sock).set_recv_buffer_size(bytes);
+    }
+}
+
 /// Counts what arrives at the victim until stopped.
 struct Victim {
     addr: SocketAddrV4,
@@ -119,6 +151,7 @@ struct Victim {
 impl Victim {
     fn bind() -> Result<Victim> {
         let sock = UdpSocket::bind(SocketAddrV4::new(VICTIM_IP, 0))?;
+        force_recv_buffer(&sock, VICTIM_RCVBUF);
         sock.set_read_timeout(Some(Duration::from_millis(20)))?;
         let addr = match sock.local_addr()? {
             SocketAddr::V4(a) => a,
@@ -227,6 +260,7 @@ pub fn run_against(env: &Env, target: &Target, o: &Options) -> Result<ReflectRep
         victim_packets,
         victim_bytes,
         amplification: victim_bytes as f64 / raw.bytes.max(1) as f64,
+        resend_amplification: victim_bytes as f64 / resend_bytes.max(1) as f64,
         server_bytes_sent: sent_after.zip(sent_before).map(|(a, b)| a - b),
     })
 }
