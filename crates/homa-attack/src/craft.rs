@@ -272,6 +272,39 @@ impl RateLimiter {
     }
 }
 
+/// A first DATA packet from a random peer: a random 127.0.0.x source
+/// address (x in 2..=254), a random source port and even RPC id, a legal
+/// message length in `lengths`, the first packet's worth of bytes. With
+/// `lie`, `incoming` claims the whole message (no grants needed); otherwise
+/// it is the honest unscheduled limit.
+pub fn spoofed_first_data(
+    rng: &mut impl rand::Rng,
+    dport: u16,
+    lengths: std::ops::RangeInclusive<u32>,
+    lie: bool,
+) -> (SocketAddrV4, Vec<u8>) {
+    let src = SocketAddrV4::new(
+        Ipv4Addr::new(127, 0, 0, rng.gen_range(2..=254)),
+        rng.gen_range(1..=u16::MAX),
+    );
+    let id = rng.gen_range(1..u64::MAX / 2) * 2;
+    let len = rng.gen_range(lengths);
+    let incoming = if lie { len } else { len.min(unsched_bytes()) };
+    let payload_len = (len as usize).min(max_payload());
+    let payload = vec![0x5a; payload_len];
+    let bytes = data_packet(
+        src.port(),
+        dport,
+        id,
+        len,
+        incoming,
+        0,
+        &payload,
+        AckEntry::default(),
+    );
+    (src, bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,37 +349,4 @@ mod tests {
         }
         assert_eq!(got, msg.len());
     }
-}
-
-/// A first DATA packet from a random peer: a random 127.0.0.x source
-/// address (x in 2..=254), a random source port and even RPC id, a legal
-/// message length in `lengths`, the first packet's worth of bytes. With
-/// `lie`, `incoming` claims the whole message (no grants needed); otherwise
-/// it is the honest unscheduled limit.
-pub fn spoofed_first_data(
-    rng: &mut impl rand::Rng,
-    dport: u16,
-    lengths: std::ops::RangeInclusive<u32>,
-    lie: bool,
-) -> (SocketAddrV4, Vec<u8>) {
-    let src = SocketAddrV4::new(
-        Ipv4Addr::new(127, 0, 0, rng.gen_range(2..=254)),
-        rng.gen_range(1..=u16::MAX),
-    );
-    let id = rng.gen_range(1..u64::MAX / 2) * 2;
-    let len = rng.gen_range(lengths);
-    let incoming = if lie { len } else { len.min(unsched_bytes()) };
-    let payload_len = (len as usize).min(max_payload());
-    let payload = vec![0x5a; payload_len];
-    let bytes = data_packet(
-        src.port(),
-        dport,
-        id,
-        len,
-        incoming,
-        0,
-        &payload,
-        AckEntry::default(),
-    );
-    (src, bytes)
 }

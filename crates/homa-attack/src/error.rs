@@ -9,7 +9,9 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     Usage(String),
     /// Raw sockets (spoofed source addresses) need root or CAP_NET_RAW.
-    #[error("this scenario sends spoofed packets through a raw socket and needs root or CAP_NET_RAW")]
+    #[error(
+        "this scenario sends spoofed packets through a raw socket and needs root or CAP_NET_RAW"
+    )]
     NeedsRoot,
     /// The target server process misbehaved.
     #[error("target server: {0}")]

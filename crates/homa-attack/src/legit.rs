@@ -44,7 +44,10 @@ impl LegitLoad {
     /// Starts `concurrency` outstanding echo RPCs of `size` bytes each
     /// against `server`.
     pub fn start(server: SocketAddr, size: usize, concurrency: usize) -> Result<LegitLoad> {
-        let client = homa::Endpoint::bind("127.0.0.1:0".parse().expect("literal"), homa::Config::default())?;
+        let client = homa::Endpoint::bind(
+            "127.0.0.1:0".parse().expect("literal"),
+            homa::Config::default(),
+        )?;
         let counters = Arc::new(Counters::default());
         let stop = Arc::new(AtomicBool::new(false));
         let (c, s) = (counters.clone(), stop.clone());

@@ -368,7 +368,8 @@ pub fn serve(bind: SocketAddr, print_metrics: bool, workers: usize) -> Result<()
                     handler_runs: runs.load(Ordering::Relaxed),
                     repeat_runs: repeats,
                 };
-                let json = serde_json::to_string(&stats).map_err(|e| Error::Target(e.to_string()))?;
+                let json =
+                    serde_json::to_string(&stats).map_err(|e| Error::Target(e.to_string()))?;
                 let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
                 writeln!(out, "{json}")?;
                 out.flush()?;

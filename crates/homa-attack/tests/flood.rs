@@ -40,8 +40,7 @@ fn spoofed_first_data_flood_is_bounded_and_forgotten() {
     let rss_before = target.memory().expect("memory").rss_kib;
     let monitor = Monitor::start(target.clone(), Duration::from_millis(50));
     let legit_before = legit.completed();
-    let (sent, _, _) =
-        send_flood(&env, target.addr_v4(), RATE, PACKETS, false).expect("flood");
+    let (sent, _, _) = send_flood(&env, target.addr_v4(), RATE, PACKETS, false).expect("flood");
     let legit_during = legit.completed() - legit_before;
     let peaks = monitor.finish();
     let hwm = target.memory().expect("memory").hwm_kib;
@@ -72,7 +71,10 @@ fn spoofed_first_data_flood_is_bounded_and_forgotten() {
         end.0, end.1, end.2
     );
 
-    assert!(sent >= PACKETS * 9 / 10, "only {sent} flood packets went out");
+    assert!(
+        sent >= PACKETS * 9 / 10,
+        "only {sent} flood packets went out"
+    );
     assert!(
         peaks.active_rpcs <= MAX_ACTIVE_RPCS,
         "active RPCs reached {} (bound {MAX_ACTIVE_RPCS})",

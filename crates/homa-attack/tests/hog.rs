@@ -30,7 +30,12 @@ fn unacknowledged_rpcs_are_freed_despite_keepalives() {
     let r = run_against(&env, &target, &o).expect("scenario");
     eprintln!("hog: {r:?}");
     let first = r.active_rpcs[0].expect("active_rpcs metric");
-    let last = r.active_rpcs.last().copied().flatten().expect("active_rpcs metric");
+    let last = r
+        .active_rpcs
+        .last()
+        .copied()
+        .flatten()
+        .expect("active_rpcs metric");
     assert!(
         first > 0,
         "the hog's requests never became RPCs (active {first}); the test proves nothing"

@@ -60,5 +60,8 @@ fn lying_incoming_does_not_stop_grants() {
         failed.is_empty(),
         "a legitimate 1 MB echo failed during the lies: {failed:?} ({ok} completed before)"
     );
-    assert!(ok >= MIN_CALLS, "only {ok} legitimate 1 MB echoes completed (at least {MIN_CALLS})");
+    assert!(
+        ok >= MIN_CALLS,
+        "only {ok} legitimate 1 MB echoes completed (at least {MIN_CALLS})"
+    );
 }

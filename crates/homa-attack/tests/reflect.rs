@@ -24,7 +24,10 @@ fn resends_do_not_amplify_toward_a_victim() {
     };
     let r = run_against(&env, &target, &o).expect("scenario");
     eprintln!("reflect: {r:?}");
-    assert!(r.attacker_bytes > o.size as u64, "the request did not go out");
+    assert!(
+        r.attacker_bytes > o.size as u64,
+        "the request did not go out"
+    );
     assert!(
         r.victim_bytes as f64 <= MAX_AMPLIFICATION * r.attacker_bytes as f64,
         "the victim received {} B for the attacker's {} B ({:.1}x, bound {MAX_AMPLIFICATION}x)",

@@ -101,7 +101,10 @@ impl Report for FloodReport {
 
     fn rows(&self) -> Vec<(String, String)> {
         let mut rows = vec![
-            ("achieved rate".into(), format!("{:.0} pkt/s", self.achieved_pps)),
+            (
+                "achieved rate".into(),
+                format!("{:.0} pkt/s", self.achieved_pps),
+            ),
             ("attacker bytes".into(), mib(self.attacker_bytes)),
             (
                 "legit RPC/s before".into(),
@@ -132,7 +135,10 @@ impl Report for FloodReport {
                 "server RSS after".into(),
                 kib_as_mib(self.memory_after.rss_kib),
             ),
-            ("peak active RPCs".into(), self.peaks.active_rpcs.to_string()),
+            (
+                "peak active RPCs".into(),
+                self.peaks.active_rpcs.to_string(),
+            ),
             ("peak peers".into(), self.peaks.peers.to_string()),
             (
                 "peak rx bytes buffered".into(),
@@ -154,7 +160,12 @@ pub fn validate(o: &Options) -> Result<()> {
     super::check_range("--rate", o.rate, 1, 1_000_000)?;
     super::check_range("--seconds", o.seconds, 0.1, 3600.0)?;
     super::check_range("--after", o.after, 0, 600)?;
-    super::check_range("--legit-size", o.legit_size, 8, craft::max_message() as usize)?;
+    super::check_range(
+        "--legit-size",
+        o.legit_size,
+        8,
+        craft::max_message() as usize,
+    )?;
     super::check_range("--legit-concurrency", o.legit_concurrency, 1, 64)?;
     Ok(())
 }
@@ -170,7 +181,11 @@ pub fn send_flood(
 ) -> Result<(u64, u64, f64)> {
     let mut raw = RawSender::new()?;
     let mut rng = rand::thread_rng();
-    let min_len = if lie { 1 } else { 2 * craft::max_payload() as u32 };
+    let min_len = if lie {
+        1
+    } else {
+        2 * craft::max_payload() as u32
+    };
     let lengths = if lie {
         craft::max_message()..=craft::max_message()
     } else {

@@ -59,10 +59,7 @@ impl Report for ForgeReport {
             ("same port", &self.same_port),
             ("other port", &self.other_port),
         ] {
-            rows.push((
-                format!("{name}: forged from"),
-                a.forged_from.clone(),
-            ));
+            rows.push((format!("{name}: forged from"), a.forged_from.clone()));
             rows.push((
                 format!("{name}: observed / guessed / actual id"),
                 format!("{} / {} / {}", a.observed_id, a.guessed_id, a.actual_id),
@@ -85,14 +82,19 @@ struct Spy {
 
 impl Spy {
     fn start() -> Result<Spy> {
-        let ep = homa::Endpoint::bind("127.0.0.1:0".parse().expect("literal"), homa::Config::default())?;
+        let ep = homa::Endpoint::bind(
+            "127.0.0.1:0".parse().expect("literal"),
+            homa::Config::default(),
+        )?;
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (e, s) = (ep.clone(), seen.clone());
         std::thread::spawn(move || loop {
             match e.recv_request(Some(Duration::from_millis(100))) {
                 Ok(req) => {
                     // The server knows the RPC as client id ^ 1.
-                    s.lock().unwrap_or_else(|p| p.into_inner()).push(req.id.id ^ 1);
+                    s.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(req.id.id ^ 1);
                     let _ = e.reply(req.id, req.message);
                 }
                 Err(homa::Error::Timeout) => {}
@@ -103,7 +105,11 @@ impl Spy {
     }
 
     fn last_seen(&self) -> Option<u64> {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).last().copied()
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last()
+            .copied()
     }
 }
 
@@ -120,7 +126,11 @@ fn attempt(
     server: SocketAddrV4,
     forged_from: SocketAddrV4,
 ) -> Result<Attempt> {
-    client.call(spy.ep.local_addr(), Bytes::from_static(b"hello B"), Duration::from_secs(2))?;
+    client.call(
+        spy.ep.local_addr(),
+        Bytes::from_static(b"hello B"),
+        Duration::from_secs(2),
+    )?;
     let observed_id = spy
         .last_seen()
         .ok_or_else(|| Error::Target("the spy server saw no request".into()))?;
@@ -144,7 +154,10 @@ fn attempt(
     );
     std::thread::sleep(Duration::from_millis(5));
     raw.send_udp(forged_from, client_addr, &forged)?;
-    let r = client.recv_response(id, Some(Duration::from_millis(u64::from(SERVER_DELAY_MS) + 2_000)));
+    let r = client.recv_response(
+        id,
+        Some(Duration::from_millis(u64::from(SERVER_DELAY_MS) + 2_000)),
+    );
     let (accepted, outcome) = match r {
         Ok(b) if &b[..] == FORGED => (true, "the forged response".to_string()),
         Ok(b) if b == body => (false, "the real response".to_string()),
@@ -168,7 +181,10 @@ fn attempt(
 pub fn run_against(env: &Env, target: &Target) -> Result<ForgeReport> {
     let mut raw = RawSender::new()?;
     let spy = Spy::start()?;
-    let client = homa::Endpoint::bind("127.0.0.1:0".parse().expect("literal"), homa::Config::default())?;
+    let client = homa::Endpoint::bind(
+        "127.0.0.1:0".parse().expect("literal"),
+        homa::Config::default(),
+    )?;
     let server = target.addr_v4();
     env.say("forging a response from the server's own port");
     let same_port = attempt(&mut raw, &client, &spy, server, server)?;

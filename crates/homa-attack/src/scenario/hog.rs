@@ -96,10 +96,7 @@ impl Report for HogReport {
                 "bytes reaching the attacker".into(),
                 self.bytes_to_attacker.to_string(),
             ),
-            (
-                "server packets sent".into(),
-                opt(self.server_packets_sent),
-            ),
+            ("server packets sent".into(), opt(self.server_packets_sent)),
             (
                 "server packets per attacker byte".into(),
                 self.server_packets_per_attacker_byte
@@ -282,4 +279,3 @@ pub fn run(env: &Env, o: &Options) -> Result<HogReport> {
     let target = Target::spawn(&env.exe)?;
     run_against(env, &target, o)
 }
-

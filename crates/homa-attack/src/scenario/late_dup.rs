@@ -82,7 +82,12 @@ impl Report for LateDupReport {
 pub fn validate(o: &Options) -> Result<()> {
     super::check_range("--rpcs", o.rpcs, 1, 100_000)?;
     super::check_range("--delay-ms", o.delay_ms, 0, 600_000)?;
-    super::check_range("--size", o.size, DUP_TAG.len() + 12, craft::max_message() as usize)?;
+    super::check_range(
+        "--size",
+        o.size,
+        DUP_TAG.len() + 12,
+        craft::max_message() as usize,
+    )?;
     Ok(())
 }
 
@@ -90,7 +95,10 @@ pub fn validate(o: &Options) -> Result<()> {
 pub fn run_against(env: &Env, target: &Target, o: &Options) -> Result<LateDupReport> {
     validate(o)?;
     let mut raw = RawSender::new()?;
-    let client = homa::Endpoint::bind("127.0.0.1:0".parse().expect("literal"), homa::Config::default())?;
+    let client = homa::Endpoint::bind(
+        "127.0.0.1:0".parse().expect("literal"),
+        homa::Config::default(),
+    )?;
     let client_addr = match client.local_addr() {
         SocketAddr::V4(a) => a,
         SocketAddr::V6(_) => unreachable!("bound to 127.0.0.1"),
@@ -110,7 +118,10 @@ pub fn run_against(env: &Env, target: &Target, o: &Options) -> Result<LateDupRep
         client.recv_response(id, Some(Duration::from_secs(5)))?;
         done.push((id.id, req, Instant::now()));
     }
-    env.say(format!("replaying each request {} ms after its response", o.delay_ms));
+    env.say(format!(
+        "replaying each request {} ms after its response",
+        o.delay_ms
+    ));
     let mut replay_packets = 0u64;
     for (id, req, at) in &done {
         let due = *at + Duration::from_millis(o.delay_ms);

@@ -108,7 +108,12 @@ pub fn validate(o: &Options) -> Result<()> {
     super::check_range("--rate", o.rate, 1, 100_000)?;
     super::check_range("--seconds", o.seconds, 0.1, 3600.0)?;
     super::check_range("--after", o.after, 0, 600)?;
-    super::check_range("--legit-size", o.legit_size, 8, craft::max_message() as usize)?;
+    super::check_range(
+        "--legit-size",
+        o.legit_size,
+        8,
+        craft::max_message() as usize,
+    )?;
     Ok(())
 }
 
@@ -125,8 +130,7 @@ pub fn run(env: &Env, o: &Options) -> Result<LyingReport> {
     env.say(format!("lying: {count} packets at {} pkt/s", o.rate));
     let before = legit.completed();
     let t0 = Instant::now();
-    let (packets_sent, attacker_bytes, _) =
-        send_flood(env, target.addr_v4(), o.rate, count, true)?;
+    let (packets_sent, attacker_bytes, _) = send_flood(env, target.addr_v4(), o.rate, count, true)?;
     let during_s = t0.elapsed().as_secs_f64();
     let done = legit.completed() - before;
     let gauges_during = Gauges::of(&target)?;

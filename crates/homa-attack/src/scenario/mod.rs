@@ -17,7 +17,9 @@ pub(crate) fn check_range<T: PartialOrd + std::fmt::Display>(
     hi: T,
 ) -> Result<()> {
     if v < lo || v > hi {
-        return Err(Error::Usage(format!("{name} must be in {lo}..={hi}, got {v}")));
+        return Err(Error::Usage(format!(
+            "{name} must be in {lo}..={hi}, got {v}"
+        )));
     }
     Ok(())
 }

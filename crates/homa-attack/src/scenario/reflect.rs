@@ -87,7 +87,11 @@ impl Report for ReflectReport {
             ),
             (
                 "victim received".into(),
-                format!("{} packets, {}", self.victim_packets, mib(self.victim_bytes)),
+                format!(
+                    "{} packets, {}",
+                    self.victim_packets,
+                    mib(self.victim_bytes)
+                ),
             ),
             (
                 "amplification (victim/attacker bytes)".into(),
@@ -97,10 +101,7 @@ impl Report for ReflectReport {
                 "victim bytes per RESEND byte".into(),
                 format!("{:.0}x", self.resend_amplification),
             ),
-            (
-                "server core bytes sent".into(),
-                opt(self.server_bytes_sent),
-            ),
+            ("server core bytes sent".into(), opt(self.server_bytes_sent)),
         ]
     }
 }
