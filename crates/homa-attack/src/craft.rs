@@ -349,4 +349,26 @@ mod tests {
         }
         assert_eq!(got, msg.len());
     }
+
+    #[test]
+    fn spoofed_first_data_is_legal_and_lies_only_when_asked() {
+        let mut rng = rand::thread_rng();
+        for lie in [false, true] {
+            for _ in 0..100 {
+                let (src, bytes) = spoofed_first_data(&mut rng, 4000, 5_000..=900_000, lie);
+                assert!(src.ip().is_loopback() && src.port() != 0);
+                let p = Packet::parse(&bytes).unwrap();
+                assert_eq!((p.common.sport, p.common.dport), (src.port(), 4000));
+                assert_eq!(p.common.sender_id & 1, 0);
+                let Body::Data { header, payload } = p.body else {
+                    panic!("not DATA")
+                };
+                assert!((5_000..=900_000).contains(&header.message_length));
+                assert_eq!(payload.len(), max_payload());
+                let honest = header.message_length.min(unsched_bytes());
+                let want = if lie { header.message_length } else { honest };
+                assert_eq!(header.incoming, want);
+            }
+        }
+    }
 }

@@ -181,15 +181,12 @@ pub fn send_flood(
 ) -> Result<(u64, u64, f64)> {
     let mut raw = RawSender::new()?;
     let mut rng = rand::thread_rng();
-    let min_len = if lie {
-        1
-    } else {
-        2 * craft::max_payload() as u32
-    };
+    // Lies are most effective with the largest message; honest floods use
+    // lengths of two packets and more, so that no message completes.
     let lengths = if lie {
         craft::max_message()..=craft::max_message()
     } else {
-        min_len..=craft::max_message()
+        2 * craft::max_payload() as u32..=craft::max_message()
     };
     let mut pace = RateLimiter::new(rate as f64);
     let t0 = Instant::now();
