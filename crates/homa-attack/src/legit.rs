@@ -1,0 +1,160 @@
+//! Legitimate load: a well-behaved Homa client in this process that keeps a
+//! few echo RPCs outstanding against the target and counts completions, so
+//! that scenarios can report what an attack costs real users.
+
+use crate::Result;
+use bytes::Bytes;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// An RPC not answered within this long is abandoned and counted as failed.
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Default)]
+struct Counters {
+    completed: AtomicU64,
+    failed: AtomicU64,
+    wrong: AtomicU64,
+}
+
+/// A running legitimate client.
+pub struct LegitLoad {
+    counters: Arc<Counters>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// Completions in one interval.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Interval {
+    /// Seconds the interval lasted.
+    pub seconds: f64,
+    /// RPCs that completed correctly in it.
+    pub completed: u64,
+    /// RPCs per second.
+    pub rpc_per_s: f64,
+}
+
+impl LegitLoad {
+    /// Starts `concurrency` outstanding echo RPCs of `size` bytes each
+    /// against `server`.
+    pub fn start(server: SocketAddr, size: usize, concurrency: usize) -> Result<LegitLoad> {
+        let client = homa::Endpoint::bind(
+            "127.0.0.1:0".parse().expect("literal"),
+            homa::Config::default(),
+        )?;
+        let counters = Arc::new(Counters::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, s) = (counters.clone(), stop.clone());
+        let handle = std::thread::Builder::new()
+            .name("legit-load".into())
+            .spawn(move || run(client, server, size, concurrency.max(1), &c, &s))?;
+        Ok(LegitLoad {
+            counters,
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// RPCs completed correctly so far.
+    pub fn completed(&self) -> u64 {
+        self.counters.completed.load(Ordering::Relaxed)
+    }
+
+    /// RPCs that failed or were abandoned after [`RPC_TIMEOUT`].
+    pub fn failed(&self) -> u64 {
+        self.counters.failed.load(Ordering::Relaxed)
+    }
+
+    /// Responses whose bytes differed from the request.
+    pub fn wrong(&self) -> u64 {
+        self.counters.wrong.load(Ordering::Relaxed)
+    }
+
+    /// Counts completions over the next `d`.
+    pub fn measure(&self, d: Duration) -> Interval {
+        let before = self.completed();
+        let t0 = Instant::now();
+        std::thread::sleep(d);
+        let seconds = t0.elapsed().as_secs_f64();
+        let completed = self.completed() - before;
+        Interval {
+            seconds,
+            completed,
+            rpc_per_s: completed as f64 / seconds,
+        }
+    }
+}
+
+impl Drop for LegitLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn run(
+    client: homa::Endpoint,
+    server: SocketAddr,
+    size: usize,
+    concurrency: usize,
+    c: &Counters,
+    stop: &AtomicBool,
+) {
+    let mut seq: u64 = 0;
+    let mut outstanding: HashMap<homa::RpcId, (Instant, Bytes)> = HashMap::new();
+    let mut next_request = || {
+        seq += 1;
+        let mut v = vec![0u8; size.max(8)];
+        v[..8].copy_from_slice(&seq.to_be_bytes());
+        Bytes::from(v)
+    };
+    while !stop.load(Ordering::Acquire) {
+        while outstanding.len() < concurrency {
+            let req = next_request();
+            match client.send_request(server, req.clone()) {
+                Ok(id) => {
+                    outstanding.insert(id, (Instant::now(), req));
+                }
+                Err(_) => {
+                    c.failed.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(10));
+                    break;
+                }
+            }
+        }
+        match client.recv_any_response(Some(Duration::from_millis(50))) {
+            Ok((id, result)) => {
+                let Some((_, req)) = outstanding.remove(&id) else {
+                    continue;
+                };
+                match result {
+                    Ok(resp) if resp == req => c.completed.fetch_add(1, Ordering::Relaxed),
+                    Ok(_) => c.wrong.fetch_add(1, Ordering::Relaxed),
+                    Err(_) => c.failed.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+            Err(homa::Error::Timeout) | Err(homa::Error::NothingOutstanding) => {}
+            Err(_) => return,
+        }
+        let now = Instant::now();
+        let late: Vec<homa::RpcId> = outstanding
+            .iter()
+            .filter(|(_, (t, _))| now.duration_since(*t) > RPC_TIMEOUT)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in late {
+            outstanding.remove(&id);
+            let _ = client.abort(id);
+            c.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    client.shutdown();
+}
