@@ -39,6 +39,11 @@ pub struct Peer {
     pub tokens_tick: u64,
     /// Last time any packet came from this peer (ns).
     pub last_heard: Nanos,
+    /// The peer answered something we sent (a response to our request, an
+    /// ack of our response, its cutoffs): it is really at its address. An
+    /// idle peer that never did (e.g. the spoofed source of a first packet
+    /// that went nowhere) is forgotten at once rather than kept.
+    pub proven: bool,
     /// Key in the table's idle set while the peer is idle.
     idle_since: Option<Nanos>,
 }
@@ -56,6 +61,7 @@ impl Peer {
             timer_tokens: 0,
             tokens_tick: u64::MAX,
             last_heard: 0,
+            proven: false,
             idle_since: None,
         }
     }
@@ -135,6 +141,9 @@ impl PeerTable {
             return;
         };
         match (p.is_idle(), p.idle_since) {
+            (true, None) if !p.proven => {
+                self.map.remove(&addr);
+            }
             (true, None) => {
                 p.idle_since = Some(now);
                 self.idle.insert((now, addr));
@@ -195,7 +204,7 @@ mod tests {
         let mut t = PeerTable::new(2, 8);
         t.get_or_create(a(1)).unwrap().rpcs = 1;
         t.refresh(a(1), 0);
-        t.get_or_create(a(2)).unwrap();
+        t.get_or_create(a(2)).unwrap().proven = true;
         t.refresh(a(2), 5);
         // Full: the idle peer 2 makes room for 3.
         t.get_or_create(a(3)).unwrap().rpcs = 1;
@@ -203,12 +212,17 @@ mod tests {
         assert!(t.get(&a(2)).is_none());
         // Full of busy peers: refused.
         assert_eq!(t.get_or_create(a(4)).unwrap_err(), PeersFull);
-        // A peer that goes idle is swept after the idle time.
+        // A proven peer that goes idle is swept after the idle time; an
+        // unproven one at once.
+        t.get_mut(&a(1)).unwrap().proven = true;
         t.get_mut(&a(1)).unwrap().rpcs = 0;
         t.refresh(a(1), 10);
         assert_eq!(t.sweep(15, 10), 0);
         assert_eq!(t.sweep(20, 10), 1);
         assert_eq!(t.len(), 1);
+        t.get_mut(&a(3)).unwrap().rpcs = 0;
+        t.refresh(a(3), 30);
+        assert!(t.is_empty());
     }
 
     #[test]

@@ -174,8 +174,6 @@ impl Default for Config {
                 // RESENDs (~30 ms) would then declare live peers dead. 20
                 // rounds 5 ticks apart: a silent peer fails RPCs in ~105 ms.
                 timeout_resends: 20,
-                // Longer than that patience (see `Config::validate`).
-                ack_memory_ns: 500_000_000,
                 ..homa_core::Config::default()
             },
             transport: Transport::Udp,

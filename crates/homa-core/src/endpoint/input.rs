@@ -121,6 +121,7 @@ impl Endpoint {
             },
             Body::Cutoffs { cutoffs, version } => match self.peers.get_mut(&peer) {
                 Some(p) => {
+                    p.proven = true;
                     p.cutoffs = cutoffs;
                     p.cutoff_version = version;
                 }
@@ -373,6 +374,9 @@ impl Endpoint {
         self.receiver.release(&m);
         let message = m.into_message();
         if id.is_client() {
+            if let Some(p) = self.peers.get_mut(&id.peer) {
+                p.proven = true;
+            }
             self.remove_rpc(now, id);
             self.metrics.responses_delivered += 1;
             self.events.push_back(Event::Response { rpc: id, message });
@@ -575,6 +579,9 @@ impl Endpoint {
         };
         if !matches!(rpc.phase, Phase::Responding { .. }) {
             return;
+        }
+        if let Some(p) = self.peers.get_mut(&id.peer) {
+            p.proven = true;
         }
         self.remove_rpc(now, id);
         self.remember_done(now, id);
