@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 /// What the loss matrix runs.
 #[derive(Debug, Clone)]
 pub struct LossMatrixOptions {
-    /// Loss rates in percent, applied to every packet sent and received by
-    /// both ends.
+    /// Loss rates in percent: each end drops this share of the packets it
+    /// sends, so each direction loses this share.
     pub losses: Vec<f64>,
     /// Message sizes (request and response) in bytes.
     pub sizes: Vec<usize>,
@@ -254,7 +254,13 @@ fn run_cell(
 ) -> Result<Cell, PerfError> {
     let faulty = |seed: u64| {
         let mut c = opts.homa_config.clone();
-        c.fault_injection = (loss > 0.0).then(|| FaultInjection::loss(loss / 100.0, seed));
+        // Each end drops this share of what it sends: every packet, in
+        // either direction, is lost with probability `loss` once.
+        c.fault_injection = (loss > 0.0).then(|| FaultInjection {
+            drop_rate: loss / 100.0,
+            seed,
+            ..FaultInjection::default()
+        });
         c
     };
     let seed = opts.seed.wrapping_mul(1_000).wrapping_add(2 * cell_no);

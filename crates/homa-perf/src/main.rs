@@ -41,7 +41,7 @@ enum Command {
 #[derive(Debug, Args)]
 struct LossMatrixArgs {
     /// Loss rates in percent (each end drops this fraction of the packets
-    /// it sends and of those it receives).
+    /// it sends, so each direction loses it).
     #[arg(long, value_delimiter = ',', default_value = "0,5,10,20")]
     losses: Vec<f64>,
     /// Message sizes in bytes (requests and responses alike).
