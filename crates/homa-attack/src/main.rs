@@ -35,6 +35,9 @@ enum Command {
         /// Handler threads.
         #[arg(long, default_value_t = 2)]
         workers: usize,
+        /// Override the core's `max_rpcs` (default: the runtime's).
+        #[arg(long)]
+        max_rpcs: Option<u32>,
     },
     /// Spoofed first DATA packets from random peers (needs root).
     Flood {
@@ -137,13 +140,14 @@ fn run(cli: Cli) -> Result<()> {
             bind,
             print_metrics,
             workers,
+            max_rpcs,
         } => {
             if !bind.ip().is_loopback() {
                 return Err(Error::Usage(format!(
                     "--bind {bind}: the target must listen on a loopback address"
                 )));
             }
-            target::serve(bind, print_metrics, workers)?;
+            target::serve(bind, print_metrics, workers, max_rpcs)?;
         }
         Command::Flood {
             rate,

@@ -113,8 +113,14 @@ impl std::fmt::Debug for Target {
 impl Target {
     /// Starts `exe serve --bind 127.0.0.1:0` and waits until it is bound.
     pub fn spawn(exe: &Path) -> Result<Target> {
+        Target::spawn_with(exe, &[])
+    }
+
+    /// Like [`Target::spawn`], with more `serve` arguments.
+    pub fn spawn_with(exe: &Path, extra: &[&str]) -> Result<Target> {
         let mut child = Command::new(exe)
             .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -287,8 +293,17 @@ struct RunCounts {
 /// Runs the server (the `serve` subcommand) until `quit`, end of input or
 /// SIGTERM/SIGINT. With `print_metrics`, prints the final metrics as one
 /// JSON line on the way out.
-pub fn serve(bind: SocketAddr, print_metrics: bool, workers: usize) -> Result<()> {
-    let ep = homa::Endpoint::bind(bind, homa::Config::default())?;
+pub fn serve(
+    bind: SocketAddr,
+    print_metrics: bool,
+    workers: usize,
+    max_rpcs: Option<u32>,
+) -> Result<()> {
+    let mut config = homa::Config::default();
+    if let Some(n) = max_rpcs {
+        config.core.max_rpcs = n;
+    }
+    let ep = homa::Endpoint::bind(bind, config)?;
     let runs = Arc::new(AtomicU64::new(0));
     let counts = Arc::new(Mutex::new(RunCounts::default()));
     let stdout = Arc::new(Mutex::new(std::io::stdout()));

@@ -34,7 +34,10 @@ fn spoofed_first_data_flood_is_bounded_and_forgotten() {
         return;
     }
     let env = common::env();
-    let target = Arc::new(Target::spawn(&env.exe).expect("target"));
+    // The bound under test: the server admits at most MAX_ACTIVE_RPCS RPCs
+    // and evicts the stalest partly received request to admit new ones.
+    let max = MAX_ACTIVE_RPCS.to_string();
+    let target = Arc::new(Target::spawn_with(&env.exe, &["--max-rpcs", &max]).expect("target"));
     let legit = LegitLoad::start(target.addr(), 100, LEGIT_CONCURRENCY).expect("legit client");
     std::thread::sleep(Duration::from_millis(300));
     let rss_before = target.memory().expect("memory").rss_kib;

@@ -767,14 +767,7 @@ impl Inner {
             // (A spinning reader takes one datagram at a time and will be
             // back at once: don't chase the rest with a second call.)
             let drained = n < max || max == 1;
-            // A socket that never drains (a flood) must not starve the
-            // timers: past a whole tick late they run anyway.
-            let late = now.saturating_sub(st.core.config().tick_ns);
-            if st
-                .core
-                .poll_timeout()
-                .is_some_and(|t| t <= now && (drained || t <= late))
-            {
+            if drained && st.core.poll_timeout().is_some_and(|t| t <= now) {
                 st.core.handle_timeout(now);
             }
             let out = self.take_output(&mut st, now);

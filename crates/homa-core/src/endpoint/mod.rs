@@ -215,6 +215,8 @@ impl Endpoint {
         let Ok(peer) = self.peers.get_or_create(dest) else {
             return Err(Error::Limit("max_peers"));
         };
+        // We chose to talk to it: not state an attacker made us create.
+        peer.proven = true;
         peer.rpcs += 1;
         let prio = unsched_priority(&peer.cutoffs, len, self.config.num_priorities);
         self.refresh_peer(now, dest);

@@ -136,7 +136,8 @@ impl Endpoint {
         } else {
             rpc.unanswered += 1;
         }
-        let next = due(&self.config, rpc).max(now + interval);
+        // (A late timer does not fire a burst of rounds to catch up.)
+        let next = due(&self.config, rpc).max(now + self.config.tick_ns);
         rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
         self.metrics.timeouts += 1;
         let top = self.config.top_priority();
