@@ -96,6 +96,12 @@ pub struct Config {
     /// Most acknowledged RPCs remembered against stale duplicates; beyond
     /// it the oldest are forgotten early (counted).
     pub max_remembered_acks: u32,
+    /// A receiver asks at once for a missing range that this many full
+    /// packets of the same message have overtaken (it is then probably
+    /// lost, not late), instead of waiting `resend_ticks`. 0 = off (the
+    /// default, as in Linux Homa, where packets of different priorities may
+    /// overtake each other in switches); the runtime turns it on.
+    pub fast_resend_packets: u32,
 }
 
 impl Default for Config {
@@ -136,6 +142,7 @@ impl Default for Config {
             timer_packets_per_peer: 32,
             retransmit_pct: 100,
             max_remembered_acks: 1 << 20,
+            fast_resend_packets: 0,
         }
     }
 }

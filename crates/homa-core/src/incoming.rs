@@ -138,6 +138,10 @@ pub struct InMessage {
     pub priority: u8,
     /// Arrival order, for FIFO grants and tie-breaking.
     pub seq: u64,
+    /// End of the furthest byte received.
+    high: u32,
+    /// Missing ranges below this were already asked for early.
+    fast_asked: u32,
 }
 
 /// Why a packet's bytes were not taken.
@@ -163,7 +167,25 @@ impl InMessage {
             granted: granted.min(length),
             priority: 0,
             seq,
+            high: 0,
+            fast_asked: 0,
         }
+    }
+
+    /// Missing ranges that bytes at least `behind` beyond them have
+    /// overtaken (so they are probably lost rather than late) and that were
+    /// not asked for this way before; at most `max`. Marks them asked.
+    pub fn overtaken_gaps(&mut self, behind: u32, max: usize) -> Vec<(u32, u32)> {
+        let limit = self.high.saturating_sub(behind);
+        if limit <= self.fast_asked {
+            return Vec::new();
+        }
+        let mut gaps = self.ranges.missing(self.fast_asked, limit);
+        gaps.truncate(max);
+        if let Some(&(_, e)) = gaps.last() {
+            self.fast_asked = e;
+        }
+        gaps
     }
 
     /// Takes the bytes of one packet at `offset`, keeping only the parts not
@@ -189,6 +211,7 @@ impl InMessage {
         if new > 0 {
             self.ranges.insert(offset, end);
             self.received += new;
+            self.high = self.high.max(end);
         }
         Ok(Added {
             new,
@@ -344,5 +367,24 @@ mod tests {
         assert_eq!(r.gaps(25, 8), vec![(0, 10), (20, 25)]);
         assert!(r.would_add_range(50, 60));
         assert!(!r.would_add_range(20, 25));
+    }
+
+    #[test]
+    fn overtaken_gaps_are_asked_for_once() {
+        let mut m = InMessage::new(10_000, 10_000, 0);
+        let p = |o: u32| (o, Bytes::from(vec![0u8; 1_000]));
+        for o in [0, 2_000, 3_000] {
+            let (o, b) = p(o);
+            m.add(o, b).unwrap();
+        }
+        // 1,000..2,000 is missing; 2 packets past it are not enough.
+        assert_eq!(m.overtaken_gaps(3_000, 8), vec![]);
+        let (o, b) = p(4_000);
+        m.add(o, b).unwrap();
+        assert_eq!(m.overtaken_gaps(3_000, 8), vec![(1_000, 2_000)]);
+        // Not again.
+        let (o, b) = p(6_000);
+        m.add(o, b).unwrap();
+        assert_eq!(m.overtaken_gaps(3_000, 8), vec![]);
     }
 }

@@ -62,6 +62,8 @@ pub struct Metrics {
     pub timeouts: u64,
     /// RESENDs sent after a timeout (also counted in `sent`).
     pub resends_requested: u64,
+    /// RESENDs sent at once for a range later packets had overtaken.
+    pub fast_resends: u64,
     /// BUSY packets sent in answer to a RESEND.
     pub busy_replies: u64,
     /// Client RPCs restarted because the server did not know them.

@@ -109,7 +109,7 @@ impl Default for LossMatrixOptions {
 /// One cell's outcome.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cell {
-    /// Loss rate (%) of every packet each end sends and receives.
+    /// Loss rate (%) of the packets each end sends (each direction).
     pub loss_pct: f64,
     /// Request and response size (bytes).
     pub size: usize,
@@ -388,7 +388,7 @@ fn run_cell(
             + ss.injected_drops
             + ss.injected_recv_drops,
         packets_received: cs.packets_received + ss.packets_received,
-        resends: cm.resends_requested + sm.resends_requested,
+        resends: cm.resends_requested + sm.resends_requested + cm.fast_resends + sm.fast_resends,
     })
 }
 
@@ -403,8 +403,8 @@ impl LossMatrix {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "Homa echo RPCs on loopback (MTU {} B), loss applied to every packet each end sends \
-             and receives; {} RPCs a cell after {} of warm-up, {} s limit a cell.\n",
+            "Homa echo RPCs on loopback (MTU {} B), each end drops that share of the packets it \
+             sends; {} RPCs a cell after {} of warm-up, {} s limit a cell.\n",
             self.mtu, self.count, self.warmup, self.cell_limit_s
         );
         let _ = writeln!(

@@ -174,6 +174,10 @@ impl Default for Config {
                 // RESENDs (~30 ms) would then declare live peers dead. 20
                 // rounds 5 ticks apart: a silent peer fails RPCs in ~105 ms.
                 timeout_resends: 20,
+                // Ask for a range 3 packets have overtaken at once: one
+                // socket path does not reorder, and waiting 5 ms per loss
+                // made a 1 MB RPC at 5% loss 10x slower than a clean one.
+                fast_resend_packets: 3,
                 ..homa_core::Config::default()
             },
             transport: Transport::Udp,

@@ -218,6 +218,9 @@ impl Endpoint {
         };
         self.receiver.buffered += added.new as u64;
         self.metrics.duplicate_data_bytes += added.duplicate as u64;
+        if self.config.fast_resend_packets > 0 && !complete && added.new > 0 {
+            self.fast_resend(id);
+        }
         self.receiver.policy.on_received(now, added.new);
         self.maybe_send_cutoffs(now, id, h.cutoff_version);
         if complete {
@@ -226,6 +229,26 @@ impl Endpoint {
             self.after_change(now, id);
         }
         self.schedule_grants(now);
+    }
+
+    /// Asks at once for missing ranges that later packets have overtaken
+    /// (see `Config::fast_resend_packets`).
+    fn fast_resend(&mut self, id: RpcId) {
+        let behind = self.config.fast_resend_packets * self.config.max_payload();
+        let max = self.config.resend_gaps as usize;
+        let top = self.config.top_priority();
+        let Some(m) = self.rpcs.get_mut(&id).and_then(|r| r.phase.msgin_mut()) else {
+            return;
+        };
+        for (s, e) in m.overtaken_gaps(behind, max) {
+            self.metrics.fast_resends += 1;
+            let body = Body::Resend {
+                offset: s,
+                length: e - s,
+                priority: top,
+            };
+            self.queue_control(id, body);
+        }
     }
 
     fn has_response_started(&self, id: &RpcId) -> bool {
