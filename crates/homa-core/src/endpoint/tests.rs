@@ -796,7 +796,7 @@ fn dead_server_fails_rpcs_within_the_timeout_bound() {
         .send_request(0, addr(1), payload(100_000, 0))
         .unwrap();
     // Nothing ever reaches the server.
-    let bound = config.resend_ticks + config.timeout_resends * config.resend_interval + 1;
+    let bound = config.dead_peer_ns() / config.tick_ns;
     let mut failed = BTreeSet::new();
     let mut ticks = 0;
     while failed.len() < 2 {

@@ -369,9 +369,8 @@ impl NetConfig {
 
 /// See [`NetConfig::dead_peer_bound_ns`].
 pub fn dead_peer_bound_ns(c: &Config) -> Nanos {
-    let ticks =
-        c.resend_ticks as u64 + (c.timeout_resends as u64 + 1) * c.resend_interval as u64 + 2;
-    ticks * c.tick_ns
+    // The core's bound plus two ticks of timer granularity.
+    c.dead_peer_ns() + 2 * c.tick_ns
 }
 
 // ---------------------------------------------------------------------------
