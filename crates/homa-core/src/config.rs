@@ -15,11 +15,10 @@ pub struct Config {
     pub lower_header_bytes: u32,
     /// Largest message (request or response) accepted or sent.
     pub max_message_size: u32,
-    /// Link speed of this host (Mbit/s); used with `rtt_ns` to derive
-    /// `unsched_bytes` in [`Config::for_link`], and by pacers.
+    /// Link speed of this host (Mbit/s): drivers pace their transmissions
+    /// to it (the socket runtime's pacer; 0 = no pacing). Set with the
+    /// parameters derived from it by [`Config::apply_link`].
     pub link_mbps: u64,
-    /// Round-trip time the unscheduled bytes must cover (ns).
-    pub rtt_ns: u64,
     /// Bytes of each message a sender transmits before any grant
     /// ("RTTbytes"); rounded up to whole packets.
     pub unsched_bytes: u32,
@@ -111,7 +110,6 @@ impl Default for Config {
             lower_header_bytes: 28,
             max_message_size: 1_000_000,
             link_mbps: 10_000,
-            rtt_ns: 32_000,
             unsched_bytes: 40_000,
             grant_window: 40_000,
             max_incoming: 400_000,
@@ -147,6 +145,39 @@ impl Default for Config {
     }
 }
 
+/// A host's link to the network, from which [`Config::apply_link`]
+/// derives the protocol's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    /// Link rate (Mbit/s).
+    pub mbps: u64,
+    /// Round-trip time the unscheduled bytes must cover (ns).
+    pub rtt_ns: u64,
+    /// Largest IP packet (bytes, IP header included).
+    pub mtu: u32,
+    /// Headers below Homa in each packet (bytes): 20 raw IPv4, 28 UDP/IPv4,
+    /// 48 UDP/IPv6.
+    pub lower_header_bytes: u32,
+}
+
+impl Link {
+    /// A link of `mbps` and a round trip of `rtt_ns`, with Ethernet's MTU
+    /// and UDP/IPv4 headers.
+    pub fn new(mbps: u64, rtt_ns: u64) -> Link {
+        Link {
+            mbps,
+            rtt_ns,
+            mtu: 1500,
+            lower_header_bytes: 28,
+        }
+    }
+
+    /// One bandwidth-delay product (bytes).
+    pub fn bdp_bytes(&self) -> u32 {
+        (self.mbps as u128 * self.rtt_ns as u128 / 8_000).clamp(1, u32::MAX as u128) as u32
+    }
+}
+
 /// A configuration that cannot work, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("invalid Homa configuration: {0}")]
@@ -157,30 +188,44 @@ pub struct ConfigError(pub String);
 pub(crate) const RPC_MEMORY_CHARGE: u64 = 512;
 
 impl Config {
-    /// Defaults for a host link of `link_mbps` and a round trip of `rtt_ns`:
-    /// unscheduled bytes and grant window are one bandwidth-delay product,
-    /// grants go out in eighths of it, FIFO grants in whole windows, and
-    /// `max_incoming` allows a window for each overcommitted message.
-    pub fn for_link(link_mbps: u64, rtt_ns: u64) -> Config {
+    /// The defaults for `link`: see [`Config::apply_link`].
+    pub fn for_link(link: &Link) -> Config {
+        let mut c = Config::default();
+        c.apply_link(link);
+        c
+    }
+
+    /// Sets everything that follows from the host's link — the one place
+    /// the project derives protocol parameters from a link (the runtime,
+    /// the simulator and the testbed all call it): rate, MTU and lower
+    /// headers as given, and RTTbytes (one bandwidth-delay product) with
+    /// what follows from it ([`Config::set_rtt_bytes`]).
+    pub fn apply_link(&mut self, link: &Link) {
+        self.link_mbps = link.mbps;
+        self.mtu = link.mtu;
+        self.lower_header_bytes = link.lower_header_bytes;
+        self.set_rtt_bytes(link.bdp_bytes());
+    }
+
+    /// Sets RTTbytes and what follows from it: unscheduled bytes and grant
+    /// window are `bytes`, grants go out in eighths of it, FIFO grants in
+    /// whole windows, and `max_incoming` allows a window for each
+    /// overcommitted message plus two.
+    pub fn set_rtt_bytes(&mut self, bytes: u32) {
         let base = Config::default();
-        let bdp = (link_mbps as u128 * rtt_ns as u128 / 8_000).clamp(1, u32::MAX as u128) as u32;
-        Config {
-            link_mbps,
-            rtt_ns,
-            unsched_bytes: bdp,
-            grant_window: bdp,
-            // A grant is only worth sending once it adds this much; with
-            // the window at one BDP, anything close to the window would
-            // leave the link idle while the grant makes its round trip.
-            grant_increment: (bdp / 8).clamp(1, base.grant_increment),
-            // The oldest message's share comes in window-sized grants: a
-            // 50 KB FIFO grant to a sender that is busy elsewhere would hold
-            // most of a BDP-sized `max_incoming` for milliseconds and stall
-            // every other incoming message (found in the simulator on W7).
-            fifo_grant_increment: bdp.clamp(1, base.fifo_grant_increment),
-            max_incoming: bdp.saturating_mul(base.max_overcommit + 2),
-            ..base
-        }
+        let bytes = bytes.max(1);
+        self.unsched_bytes = bytes;
+        self.grant_window = bytes;
+        // A grant is only worth sending once it adds this much; with the
+        // window at one BDP, anything close to the window would leave the
+        // link idle while the grant makes its round trip.
+        self.grant_increment = (bytes / 8).clamp(1, base.grant_increment);
+        // The oldest message's share comes in window-sized grants: a 50 KB
+        // FIFO grant to a sender that is busy elsewhere would hold most of
+        // a BDP-sized `max_incoming` for milliseconds and stall every other
+        // incoming message (found in the simulator on W7).
+        self.fifo_grant_increment = bytes.clamp(1, base.fifo_grant_increment);
+        self.max_incoming = bytes.saturating_mul(self.max_overcommit + 2);
     }
 
     /// Longest a silent peer is given before an RPC with it is given up
@@ -296,7 +341,7 @@ mod tests {
     #[test]
     fn for_link_derives_rtt_bytes() {
         // 25 Gbit/s × 8 µs = 25,000 bytes.
-        let c = Config::for_link(25_000, 8_000);
+        let c = Config::for_link(&Link::new(25_000, 8_000));
         assert_eq!(c.unsched_bytes, 25_000);
         assert_eq!(c.grant_window, 25_000);
         c.validate().unwrap();
@@ -309,13 +354,13 @@ mod tests {
         // idles for a round trip per window), and the oldest message's FIFO
         // share must not exceed a window (else it holds most of
         // max_incoming).
-        let c = Config::for_link(10_000, 7_744);
+        let c = Config::for_link(&Link::new(10_000, 7_744));
         assert_eq!(c.grant_window, 9_680);
         assert_eq!(c.grant_increment, 1_210);
         assert_eq!(c.fifo_grant_increment, 9_680);
         assert!(c.fifo_grant_increment as u64 * 4 <= c.max_incoming as u64);
         // Fast links keep the Linux values where they fit.
-        let c = Config::for_link(100_000, 100_000);
+        let c = Config::for_link(&Link::new(100_000, 100_000));
         assert_eq!(c.grant_increment, 10_000);
         assert_eq!(c.fifo_grant_increment, 50_000);
         c.validate().unwrap();

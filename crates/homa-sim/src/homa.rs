@@ -14,7 +14,7 @@ use crate::transport::{
 };
 use crate::{Time, PS_PER_NS};
 use bytes::Bytes;
-use homa_core::{Config, Endpoint, Event, Transmit};
+use homa_core::{Config, Endpoint, Event, Link, Transmit};
 use homa_wire::{Body, Packet, PacketType};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -96,21 +96,26 @@ impl HomaConfig {
     /// the link and RTT, raw IPv4 headers, and this struct's overrides.
     pub fn core_config(&self, env: &HostEnv) -> Config {
         let rtt_ns = (env.rtt / PS_PER_NS).max(1);
-        let mut c = Config::for_link(env.host_link_bps / 1_000_000, rtt_ns);
+        let mut c = Config::for_link(&Link {
+            mbps: env.host_link_bps / 1_000_000,
+            rtt_ns,
+            mtu: env.packetization.mtu,
+            lower_header_bytes: env.packetization.ip_header,
+        });
         let rtt_bytes = env.rtt_bytes.clamp(1, u32::MAX as u64) as u32;
-        c.mtu = env.packetization.mtu;
-        c.lower_header_bytes = env.packetization.ip_header;
         c.max_message_size = env.max_message.clamp(1, homa_wire::CUTOFF_UNLIMITED as u64) as u32;
         c.num_priorities = self.num_priorities;
         if let Some(v) = self.max_overcommit {
             c.max_overcommit = v;
         }
+        // RTTbytes as the simulator measures it on its topology (payload
+        // bytes in flight over a round trip), and what follows from it.
+        c.set_rtt_bytes(self.grant_window.unwrap_or(rtt_bytes));
         c.unsched_bytes = self.unsched_bytes.unwrap_or(rtt_bytes);
-        c.grant_window = self.grant_window.unwrap_or(rtt_bytes);
+        // Grants are clocked by arriving packets, as in the thesis.
         c.grant_increment = self
             .grant_increment
             .unwrap_or_else(|| c.max_payload().min(c.grant_window));
-        c.max_incoming = c.grant_window.saturating_mul(c.max_overcommit + 2);
         if let Some(v) = self.fifo_grant_fraction {
             c.fifo_grant_fraction = v;
         }

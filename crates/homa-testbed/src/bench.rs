@@ -431,18 +431,11 @@ impl RunCtx<'_> {
     fn homa_config(&self, priorities: u8) -> Result<PathBuf> {
         // The runtime's defaults (user-space timeouts), sized for this link.
         let base = homa::Config::default();
-        let link = homa_core::Config::for_link(self.spec.rate_mbit, self.rtt_ns);
-        let mut core = homa_core::Config {
-            link_mbps: link.link_mbps,
-            rtt_ns: link.rtt_ns,
-            unsched_bytes: link.unsched_bytes,
-            grant_window: link.grant_window,
-            grant_increment: link.grant_increment,
-            fifo_grant_increment: link.fifo_grant_increment,
-            max_incoming: link.max_incoming,
-            ..base.core.clone()
-        };
-        core.mtu = self.spec.mtu;
+        let mut core = base.core.clone();
+        core.apply_link(&homa_core::Link {
+            mtu: self.spec.mtu,
+            ..homa_core::Link::new(self.spec.rate_mbit, self.rtt_ns)
+        });
         core.num_priorities = priorities;
         core.max_message_size = core.max_message_size.max(MAX_SIZE as u32);
         // Loss handling counts in ticks. Homa/Linux's 1 ms tick is ~70 of
@@ -456,7 +449,6 @@ impl RunCtx<'_> {
         let packet_ns = self.spec.mtu as u64 * 8_000 / self.spec.rate_mbit;
         let config = homa::Config {
             core,
-            pacer_link_mbps: self.spec.rate_mbit,
             max_nic_queue_ns: (self.args.nic_queue_packets * packet_ns as f64) as u64,
             // The qdiscs must see MTU-sized packets (priorities act per packet).
             segmentation_offload: false,

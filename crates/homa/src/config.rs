@@ -145,8 +145,6 @@ pub struct Config {
     /// Microseconds a waiting thread polls before it sleeps (Homa/Linux
     /// polls 50 µs); 0 sleeps at once. `busy_poll` polls for ever.
     pub poll_us: u64,
-    /// Link rate the pacer assumes (Mbit/s); 0 turns pacing off.
-    pub pacer_link_mbps: u64,
     /// Most transmission time (ns) the pacer lets wait in the kernel/NIC.
     pub max_nic_queue_ns: u64,
     /// Packets smaller than this bypass the pacer.
@@ -183,7 +181,6 @@ impl Default for Config {
             transport: Transport::Udp,
             busy_poll: false,
             poll_us: 50,
-            pacer_link_mbps: 10_000,
             max_nic_queue_ns: 2_000,
             pacer_bypass_bytes: 1_000,
             recv_batch: 32,
@@ -210,11 +207,11 @@ impl Config {
             grant_window: 384_000,
             max_incoming: 4_000_000,
             grant_increment: 64_000,
+            link_mbps: 100_000,
             ..base.core.clone()
         };
         Config {
             core,
-            pacer_link_mbps: 100_000,
             max_nic_queue_ns: 20_000,
             ..base
         }

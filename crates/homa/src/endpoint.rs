@@ -223,9 +223,9 @@ impl Endpoint {
         let seed = rand::random::<u64>();
         let core = homa_core::Endpoint::new(config.core.clone(), local, seed)
             .map_err(|e| Error::Config(e.to_string()))?;
-        let pacer = (config.pacer_link_mbps > 0).then(|| {
+        let pacer = (config.core.link_mbps > 0).then(|| {
             Pacer::new(
-                config.pacer_link_mbps,
+                config.core.link_mbps,
                 config.max_nic_queue_ns,
                 config.pacer_bypass_bytes,
             )
