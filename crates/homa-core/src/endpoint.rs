@@ -338,8 +338,7 @@ impl Endpoint {
     }
 
     fn peer(&mut self, addr: SocketAddr, now: Nanos) -> &mut Peer {
-        let n = self.config.num_priorities;
-        let p = self.peers.entry(addr).or_insert_with(|| Peer::new(now, n));
+        let p = self.peers.entry(addr).or_insert_with(|| Peer::new(now));
         p.last_active = now;
         p
     }

@@ -1,15 +1,15 @@
 //! What an endpoint remembers about each peer (address and port): the
 //! cutoffs it gave us, loss-detection state, and acks owed to it.
 
-use crate::priority::PriorityPlan;
 use crate::Nanos;
-use homa_wire::MAX_PRIORITIES;
+use homa_wire::{CUTOFF_UNLIMITED, MAX_PRIORITIES};
 use std::collections::VecDeque;
 
 /// Per-peer state.
 #[derive(Debug, Clone)]
 pub struct Peer {
-    /// Unscheduled cutoffs this peer (as a receiver) asked us to use.
+    /// Unscheduled cutoffs this peer (as a receiver) asked us to use;
+    /// until it has sent some, every unscheduled byte goes at the top level.
     pub cutoffs: [u32; MAX_PRIORITIES],
     /// Version of those cutoffs; 0 = the defaults, none received yet.
     pub cutoff_version: u16,
@@ -34,9 +34,22 @@ pub struct Peer {
 
 impl Peer {
     /// A peer we know nothing about yet.
-    pub fn new(now: Nanos, num_priorities: u8) -> Peer {
+    ///
+    /// Until the peer's cutoffs arrive, unscheduled bytes to it go at the
+    /// highest level, the only one that every allocation gives to
+    /// unscheduled packets (as Linux sends them near the top). A guessed
+    /// table such as Linux's defaults would send messages over 15 KB at
+    /// level 4, which a receiver with fewer than four unscheduled levels
+    /// uses for scheduled packets: there they rank below the messages it is
+    /// granting, although it does not know the message exists, and can wait
+    /// in its downlink queue until a RESEND timeout (found in the
+    /// simulator: w5 messages of 40–70 KB delayed 3–8 ms).
+    pub fn new(now: Nanos) -> Peer {
+        let mut cutoffs = [0; MAX_PRIORITIES];
+        cutoffs[0] = CUTOFF_UNLIMITED;
+        cutoffs[MAX_PRIORITIES - 1] = CUTOFF_UNLIMITED;
         Peer {
-            cutoffs: PriorityPlan::default_for(num_priorities).cutoffs,
+            cutoffs,
             cutoff_version: 0,
             cutoffs_sent_tick: None,
             outstanding_resends: 0,

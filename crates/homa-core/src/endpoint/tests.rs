@@ -441,15 +441,17 @@ fn fifo_grants_do_not_pile_up_on_a_silent_sender() {
 #[test]
 fn control_packets_use_the_top_priority_and_unscheduled_data_the_cutoffs() {
     let mut net = Net::new(2, Config::default());
+    // The first message teaches the sender the receiver's cutoffs (here
+    // the defaults: 7 up to 200 B, 6 to 2,800 B, 5 to 15,000 B, then 4).
     net.eps[0]
         .send_request(0, addr(1), payload(100, 0))
         .unwrap();
-    net.eps[0]
-        .send_request(0, addr(1), payload(5_000, 0))
-        .unwrap();
-    net.eps[0]
-        .send_request(0, addr(1), payload(30_000, 0))
-        .unwrap();
+    net.pump();
+    for len in [100, 5_000, 30_000] {
+        net.eps[0]
+            .send_request(0, addr(1), payload(len, 0))
+            .unwrap();
+    }
     let sent = net.pump();
     for (_, t) in &sent {
         match parse(t).body {
@@ -463,6 +465,44 @@ fn control_packets_use_the_top_priority_and_unscheduled_data_the_cutoffs() {
             }
             _ => assert_eq!(t.priority, 7, "{:?}", t.packet_type),
         }
+    }
+}
+
+/// Before a sender knows a receiver's cutoffs it must not send unscheduled
+/// bytes at a level the receiver uses for scheduled packets: the receiver
+/// does not know the message yet, so those packets would rank below every
+/// message it grants and could wait in its downlink queue until a RESEND
+/// timeout. (With Linux's default table a 38 KB message went at level 4,
+/// scheduled for a w5 receiver with one unscheduled level; in the simulator
+/// its unscheduled packets waited 3–8 ms.)
+#[test]
+fn unscheduled_bytes_to_a_peer_with_unknown_cutoffs_are_never_at_a_scheduled_level() {
+    let big: Vec<u32> = (0..1000).map(|i| 1_000_000 + i).collect();
+    let small: Vec<u32> = (0..1000).map(|i| 100 + (i % 10) * 100).collect();
+    for (sizes, sched_levels) in [(&big[..], 7), (&small[..], 1), (&[][..], 4)] {
+        let mut net = Net::new(2, Config::default());
+        net.eps[1].prime_size_sample(sizes);
+        let (plan, _) = net.eps[1].cutoffs();
+        assert_eq!(plan.sched_levels, sched_levels);
+        for len in [100, 5_000, 38_220, 500_000] {
+            net.eps[0]
+                .send_request(0, addr(1), payload(len, 0))
+                .unwrap();
+        }
+        let mut data = 0;
+        while let Some(t) = net.eps[0].poll_transmit(0).map(whole) {
+            if let Body::Data { header, .. } = parse(&t).body {
+                assert!(
+                    t.priority >= plan.sched_levels,
+                    "{} B message at level {}; levels below {} are scheduled",
+                    header.message_length,
+                    t.priority,
+                    plan.sched_levels
+                );
+                data += 1;
+            }
+        }
+        assert!(data > 4);
     }
 }
 
