@@ -196,6 +196,8 @@ pub struct Endpoint {
     next_cutoff_update: Nanos,
     fifo: FifoGrants,
     data_packets: u64,
+    /// DATA bytes (Homa header and payload) received since the last tick.
+    rx_data_bytes_tick: u64,
     acked: AckMemory,
     tick: u64,
     next_tick: Nanos,
@@ -247,6 +249,7 @@ impl Endpoint {
             events: VecDeque::new(),
             plan_version: 1,
             data_packets: 0,
+            rx_data_bytes_tick: 0,
             acked: AckMemory::default(),
             tick: 0,
             peer_sweep_at: config_peer_idle,
@@ -338,7 +341,8 @@ impl Endpoint {
     }
 
     fn peer(&mut self, addr: SocketAddr, now: Nanos) -> &mut Peer {
-        let p = self.peers.entry(addr).or_insert_with(|| Peer::new(now));
+        let n = self.config.num_priorities;
+        let p = self.peers.entry(addr).or_insert_with(|| Peer::new(now, n));
         p.last_active = now;
         p
     }
@@ -687,6 +691,9 @@ impl Endpoint {
         self.metrics
             .received
             .count(packet.packet_type(), data.len());
+        if packet.packet_type() == PacketType::Data {
+            self.rx_data_bytes_tick += data.len() as u64;
+        }
         if packet.common.dport != self.local.port() || packet.common.sport == 0 {
             self.metrics.invalid_dropped += 1;
             debug!(%src, dport = packet.common.dport, "packet for another port dropped");
@@ -1163,7 +1170,13 @@ impl Endpoint {
             self.next_cutoff_update = now + self.config.cutoff_update_interval_ns;
             self.update_cutoffs();
         }
-        self.check_rpcs(now);
+        // A downlink that carried at least 3/4 of its capacity in DATA over
+        // the last tick was busy: bytes we granted may be queued behind that
+        // traffic at a lower level rather than lost.
+        let capacity = self.config.link_mbps * self.config.tick_ns / 8_000;
+        let downlink_busy = capacity > 0 && self.rx_data_bytes_tick * 4 >= capacity * 3;
+        self.rx_data_bytes_tick = 0;
+        self.check_rpcs(now, downlink_busy);
         // Acks owed for less than a full tick are left to ride on the next
         // request to that server: flushing every peer's acks on every tick
         // sends a burst of one ACK per peer that delays the host's short
@@ -1201,7 +1214,17 @@ impl Endpoint {
     /// their limit sends one RESEND (rotating over its RPCs) and any
     /// NEED_ACKs, at most once per `resend_interval`; a peer that has left
     /// `timeout_resends` of these unanswered is declared dead.
-    fn check_rpcs(&mut self, now: Nanos) {
+    ///
+    /// A tick in which the downlink was busy (`downlink_busy`) does not
+    /// count as silent for an incoming message that waits for bytes we have
+    /// granted: they are most likely queued in the ToR behind the
+    /// higher-priority traffic that kept the link busy. (The lowest-ranked
+    /// granted message's packets can wait there for many milliseconds; a
+    /// RESEND then had them retransmitted at the top level, ahead of short
+    /// messages, every 5 ms while the originals still waited: found in the
+    /// simulator, w5 at 80% load, with no packet lost.) Real losses are
+    /// found in the next ticks that are not busy.
+    fn check_rpcs(&mut self, now: Nanos, downlink_busy: bool) {
         let cfg = self.config.clone();
         // Per peer: RPCs due for a RESEND or probe, and RPCs due for NEED_ACK.
         let mut due: BTreeMap<SocketAddr, DuePerPeer> = BTreeMap::new();
@@ -1210,6 +1233,9 @@ impl Endpoint {
                 rpc.silent_ticks = 0;
                 continue;
             };
+            if downlink_busy && rpc.msgin.as_ref().is_some_and(|m| m.outstanding() > 0) {
+                continue;
+            }
             rpc.silent_ticks += 1;
             let limit = if wait == Wait::Ack {
                 cfg.need_ack_ticks

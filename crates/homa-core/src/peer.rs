@@ -3,13 +3,17 @@
 
 use crate::Nanos;
 use homa_wire::{CUTOFF_UNLIMITED, MAX_PRIORITIES};
+
+/// Largest message sent at the highest level to a peer whose cutoffs are
+/// not known yet (Linux's default cutoff for its top level).
+const TOP_LEVEL_CUTOFF: u32 = 200;
 use std::collections::VecDeque;
 
 /// Per-peer state.
 #[derive(Debug, Clone)]
 pub struct Peer {
     /// Unscheduled cutoffs this peer (as a receiver) asked us to use;
-    /// until it has sent some, every unscheduled byte goes at the top level.
+    /// until it has sent some, the two highest levels (see [`Peer::new`]).
     pub cutoffs: [u32; MAX_PRIORITIES],
     /// Version of those cutoffs; 0 = the defaults, none received yet.
     pub cutoff_version: u16,
@@ -35,19 +39,28 @@ pub struct Peer {
 impl Peer {
     /// A peer we know nothing about yet.
     ///
-    /// Until the peer's cutoffs arrive, unscheduled bytes to it go at the
-    /// highest level, the only one that every allocation gives to
-    /// unscheduled packets (as Linux sends them near the top). A guessed
-    /// table such as Linux's defaults would send messages over 15 KB at
-    /// level 4, which a receiver with fewer than four unscheduled levels
-    /// uses for scheduled packets: there they rank below the messages it is
-    /// granting, although it does not know the message exists, and can wait
-    /// in its downlink queue until a RESEND timeout (found in the
-    /// simulator: w5 messages of 40–70 KB delayed 3–8 ms).
-    pub fn new(now: Nanos) -> Peer {
+    /// Until the peer's cutoffs arrive, messages up to 200 B (Linux's top
+    /// cutoff) go at the highest level and all other unscheduled bytes at
+    /// the level below it, as Linux sends everything to a new peer at that
+    /// level. Every allocation keeps the highest level for unscheduled
+    /// packets and the one below it for unscheduled packets or for its
+    /// shortest granted messages, so these packets never rank below more
+    /// than a receiver's shortest granted messages. Linux's default table instead sent
+    /// messages over 15 KB at level 4, a scheduled level for a receiver
+    /// with fewer than four unscheduled levels: there they ranked below
+    /// every message it was granting, although it did not know the message
+    /// yet, and waited in its downlink queue until a RESEND timeout (found
+    /// in the simulator: w5 messages of 40–70 KB delayed 3–8 ms).
+    pub fn new(now: Nanos, num_priorities: u8) -> Peer {
+        let top = num_priorities.clamp(1, MAX_PRIORITIES as u8) as usize - 1;
         let mut cutoffs = [0; MAX_PRIORITIES];
         cutoffs[0] = CUTOFF_UNLIMITED;
-        cutoffs[MAX_PRIORITIES - 1] = CUTOFF_UNLIMITED;
+        if top >= 2 {
+            cutoffs[top] = TOP_LEVEL_CUTOFF;
+            cutoffs[top - 1] = CUTOFF_UNLIMITED;
+        } else {
+            cutoffs[top] = CUTOFF_UNLIMITED;
+        }
         Peer {
             cutoffs,
             cutoff_version: 0,

@@ -122,8 +122,8 @@ const SEARCH_MAX_MESSAGE: u64 = 1_000_000;
 /// Host NIC queue of the reproduction, in full packets: the thesis'
 /// simulator handed the NIC its next packet only when the previous one had
 /// left (L647), so a short message waits behind at most one full packet at
-/// its sender. (Its text, §3.6, describes a two-packet queue; a scenario
-/// can still choose that with `nic_queue_packets = 2`.)
+/// its sender. (Its text, §3.6, describes a two-packet queue, the scenario
+/// default.)
 const THESIS_NIC_QUEUE_PACKETS: f64 = 1.0;
 
 enum Task {

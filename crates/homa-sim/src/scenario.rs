@@ -137,10 +137,10 @@ pub struct Scenario {
     pub buckets: usize,
     /// Host NIC queue limit, in full-size packets: the transport is asked
     /// for a packet while the untransmitted bytes in the NIC, including the
-    /// new packet, stay within this many full packets. The default, 1, is
-    /// the thesis' simulator (the next packet is handed over when the
-    /// previous one has left, L647); 2 is the model of its text (§3.6),
-    /// where a short message can wait behind two full packets at its sender.
+    /// new packet, stay within this many full packets. The default, 2, is
+    /// the model of the thesis' text (§3.6); its simulator used 1 (the next
+    /// packet is handed over when the previous one has left, L647), and so
+    /// does `reproduce thesis`.
     pub nic_queue_packets: f64,
     /// The network.
     pub topology: TopologyConfig,
@@ -164,7 +164,7 @@ impl Default for Scenario {
             warmup_fraction: 0.1,
             drain_factor: 1.0,
             buckets: 20,
-            nic_queue_packets: 1.0,
+            nic_queue_packets: 2.0,
             topology: TopologyConfig::default(),
             switch: SwitchConfig::default(),
             traffic: Traffic::default(),
