@@ -90,7 +90,7 @@ pub struct Config {
     /// per tick; the rest wait for the next tick.
     pub timer_packets_per_peer: u32,
     /// Bytes a message may retransmit over its life, in percent of its
-    /// length (plus one packet). RESENDs beyond it are ignored.
+    /// length (plus `timeout_resends` packets). RESENDs beyond it get BUSY.
     pub retransmit_pct: u32,
     /// Most acknowledged RPCs remembered against stale duplicates; beyond
     /// it the oldest are forgotten early (counted).

@@ -62,6 +62,9 @@ pub struct Metrics {
     pub timeouts: u64,
     /// RESENDs sent after a timeout (also counted in `sent`).
     pub resends_requested: u64,
+    /// Timer rounds postponed because the downlink was busy (granted bytes
+    /// are then most likely queued, not lost).
+    pub timeouts_postponed_busy: u64,
     /// RESENDs sent at once for a range later packets had overtaken.
     pub fast_resends: u64,
     /// BUSY packets sent in answer to a RESEND.

@@ -7,12 +7,40 @@
 //! full, then forgotten oldest first. Per-peer state is where per-peer
 //! parameters (RTT, windows, link rate) live when a policy needs them.
 
-use crate::priority::PriorityPlan;
 use crate::Nanos;
-use homa_wire::MAX_PRIORITIES;
+use homa_wire::{CUTOFF_UNLIMITED, MAX_PRIORITIES};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeSet, VecDeque};
 use std::net::SocketAddr;
+
+/// Largest message sent at the highest level to a peer whose cutoffs are
+/// not known yet (Linux's default cutoff for its top level).
+const TOP_LEVEL_CUTOFF: u32 = 200;
+
+/// The cutoffs a sender uses before a receiver's own arrive: messages up
+/// to 200 B (Linux's top cutoff) at the highest level, all other
+/// unscheduled bytes at the level below it, as Linux sends everything to a
+/// new peer at that level. Every allocation keeps the highest level for
+/// unscheduled packets and the one below it for unscheduled packets or its
+/// shortest granted messages, so these packets never rank below more than a
+/// receiver's shortest granted messages. (Linux's default table sent
+/// messages over 15 KB at level 4, a scheduled level for a receiver with
+/// fewer than four unscheduled levels: there they ranked below every
+/// message it was granting and waited in its downlink queue until a RESEND
+/// timeout — found in the simulator, w5 messages of 40–70 KB delayed
+/// 3–8 ms.)
+pub fn unknown_peer_cutoffs(num_priorities: u8) -> [u32; MAX_PRIORITIES] {
+    let top = num_priorities.clamp(1, MAX_PRIORITIES as u8) as usize - 1;
+    let mut cutoffs = [0; MAX_PRIORITIES];
+    cutoffs[0] = CUTOFF_UNLIMITED;
+    if top >= 2 {
+        cutoffs[top] = TOP_LEVEL_CUTOFF;
+        cutoffs[top - 1] = CUTOFF_UNLIMITED;
+    } else {
+        cutoffs[top] = CUTOFF_UNLIMITED;
+    }
+    cutoffs
+}
 
 /// Per-peer state.
 #[derive(Debug, Clone)]
@@ -51,7 +79,7 @@ pub struct Peer {
 impl Peer {
     fn new(num_priorities: u8) -> Peer {
         Peer {
-            cutoffs: PriorityPlan::default_for(num_priorities).cutoffs,
+            cutoffs: unknown_peer_cutoffs(num_priorities),
             cutoff_version: 0,
             cutoffs_sent_at: None,
             pending_acks: VecDeque::new(),

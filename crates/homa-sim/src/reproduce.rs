@@ -119,6 +119,13 @@ const SUSTAIN_THRESHOLD: f64 = 0.97;
 /// time to settle, and a search of tens of runs would take hours.
 const SEARCH_MAX_MESSAGE: u64 = 1_000_000;
 
+/// Host NIC queue of the reproduction, in full packets: the thesis'
+/// simulator handed the NIC its next packet only when the previous one had
+/// left (L647), so a short message waits behind at most one full packet at
+/// its sender. (Its text, §3.6, describes a two-packet queue, the scenario
+/// default.)
+pub(crate) const THESIS_NIC_QUEUE_PACKETS: f64 = 1.0;
+
 enum Task {
     Run(Scenario),
     Search(Scenario, u32),
@@ -211,6 +218,7 @@ fn base(w: &Workload, o: &Options, search: bool) -> Scenario {
         .messages
         .unwrap_or(if o.quick { (n / 50).max(2_000) } else { n });
     s.traffic.workload = w.name.to_string();
+    s.nic_queue_packets = THESIS_NIC_QUEUE_PACKETS;
     s
 }
 

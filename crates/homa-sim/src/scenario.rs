@@ -119,7 +119,10 @@ pub struct Scenario {
     pub buckets: usize,
     /// Host NIC queue limit, in full-size packets: the transport is asked
     /// for a packet while the untransmitted bytes in the NIC, including the
-    /// new packet, stay within this many full packets (thesis: 2).
+    /// new packet, stay within this many full packets. The default, 2, is
+    /// the model of the thesis' text (§3.6); its simulator used 1 (the next
+    /// packet is handed over when the previous one has left, L647), and so
+    /// does `reproduce thesis`.
     pub nic_queue_packets: f64,
     /// The network.
     pub topology: TopologyConfig,

@@ -88,6 +88,10 @@ impl Endpoint {
         len: usize,
     ) {
         self.metrics.received.count(packet.packet_type(), len);
+        if matches!(packet.body, Body::Data { .. }) {
+            let tick = self.tick(now);
+            self.receiver.count_data(tick, len);
+        }
         if packet.common.dport != self.local.port() || packet.common.sport == 0 {
             self.metrics.invalid_dropped += 1;
             debug!(%src, dport = packet.common.dport, "packet for another port dropped");
@@ -521,7 +525,11 @@ impl Endpoint {
         match outcome {
             ResendOutcome::Queued => rpc.heard(now),
             ResendOutcome::NotSentYet => {
-                rpc.heard(now);
+                // The peer is alive; but its probe says nothing of granted
+                // bytes we still wait for.
+                if !rpc.phase.msgin().is_some_and(|m| m.outstanding() > 0) {
+                    rpc.heard(now);
+                }
                 self.metrics.busy_replies += 1;
                 self.queue_control(id, Body::Busy);
             }

@@ -312,9 +312,13 @@ impl Endpoint {
         }
     }
 
-    /// Bytes a message of `len` bytes may retransmit over its life.
+    /// Bytes a message of `len` bytes may retransmit over its life:
+    /// `retransmit_pct` of it, plus one packet for each round a receiver
+    /// may ask before giving up (a short message may need several tries).
     fn retransmit_budget(&self, len: u32) -> u64 {
-        len as u64 * self.config.retransmit_pct as u64 / 100 + self.config.max_payload() as u64
+        let c = &self.config;
+        len as u64 * c.retransmit_pct as u64 / 100
+            + c.timeout_resends as u64 * c.max_payload() as u64
     }
 
     // ----------------------------------------------------------------

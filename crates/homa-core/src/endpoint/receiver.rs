@@ -32,6 +32,13 @@ pub(super) struct Receiver {
     embryos: BTreeSet<(Nanos, RpcId)>,
     /// Unscheduled bytes this receiver accepts of a message, at most.
     unsched_allowance: u32,
+    /// DATA bytes (Homa header and payload) received in tick `rx_tick`.
+    rx_tick_bytes: u64,
+    rx_tick: u64,
+    /// The latest tick whose DATA filled 3/4 of the link.
+    busy_tick: Option<u64>,
+    /// 3/4 of what the link carries in a tick (bytes); 0 = unknown link.
+    busy_bytes: u64,
 }
 
 impl Receiver {
@@ -46,7 +53,31 @@ impl Receiver {
             buffered: 0,
             embryos: BTreeSet::new(),
             unsched_allowance: incast::unsched_limit(config, u32::MAX, false),
+            rx_tick_bytes: 0,
+            rx_tick: 0,
+            busy_tick: None,
+            busy_bytes: config.link_mbps * config.tick_ns / 8_000 * 3 / 4,
         }
+    }
+
+    /// Counts a DATA packet of `bytes` (header included) received in `tick`.
+    pub fn count_data(&mut self, tick: u64, bytes: usize) {
+        if tick != self.rx_tick {
+            self.rx_tick = tick;
+            self.rx_tick_bytes = 0;
+        }
+        self.rx_tick_bytes += bytes as u64;
+        if self.busy_bytes > 0 && self.rx_tick_bytes >= self.busy_bytes {
+            self.busy_tick = Some(tick);
+        }
+    }
+
+    /// The start (ns) of the latest tick in which the downlink carried DATA
+    /// worth 3/4 of its capacity, if that is later than `since`.
+    pub fn busy_since(&self, since: Nanos, tick_ns: u64) -> Option<Nanos> {
+        self.busy_tick
+            .map(|b| b * tick_ns)
+            .filter(|&start| start > since)
     }
 
     pub fn cutoffs(&self) -> (PriorityPlan, u16) {

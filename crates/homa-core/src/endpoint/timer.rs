@@ -102,10 +102,27 @@ impl Endpoint {
             rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, at));
             return false;
         }
+        // While the downlink is busy, bytes we granted are most likely
+        // queued behind that traffic, not lost: busy ticks do not count as
+        // silence for a message waiting for them.
+        if rpc.phase.msgin().is_some_and(|m| m.outstanding() > 0) {
+            if let Some(busy) = self
+                .receiver
+                .busy_since(rpc.last_heard, self.config.tick_ns)
+            {
+                rpc.last_heard = busy;
+                let at = due(&self.config, rpc);
+                if now < at {
+                    rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, at));
+                    self.metrics.timeouts_postponed_busy += 1;
+                    return false;
+                }
+            }
+        }
         if rpc.unanswered >= self.config.timeout_resends {
             return self.give_up(now, id, wait);
         }
-        let tick = self.tick(now);
+        let tick = now / self.config.tick_ns;
         let per_peer = self.config.timer_packets_per_peer;
         let allowed = self
             .peers

@@ -80,8 +80,10 @@ pub(super) fn write_report(
     writeln!(
         md,
         "Network: {} hosts in {} racks of {}, {} spines, {} / {} Gbit/s, {} ns per switch, \
-         RTT {:.2} µs, RTTbytes {} B. Homa is the project's core with its defaults for this \
-         link. Seed 1 everywhere.\n",
+         RTT {:.2} µs, RTTbytes {} B. Host NICs as in the thesis' simulator: the transport \
+         hands the NIC its next packet only when at most {} full packet{} would be queued \
+         (the thesis' text, §3.6, allows two; `nic_queue_packets` in a scenario). Homa is the \
+         project's core with its defaults for this link. Seed 1 everywhere.\n",
         topo.hosts,
         topo.config.racks,
         topo.config.hosts_per_rack,
@@ -90,7 +92,13 @@ pub(super) fn write_report(
         topo.config.core_link_gbps,
         topo.config.switch_delay_ns,
         topo.rtt() as f64 / 1e6,
-        topo.rtt_bytes()
+        topo.rtt_bytes(),
+        super::THESIS_NIC_QUEUE_PACKETS,
+        if super::THESIS_NIC_QUEUE_PACKETS == 1.0 {
+            ""
+        } else {
+            "s"
+        }
     )?;
 
     // 1. Spectrum.
