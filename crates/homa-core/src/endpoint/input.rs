@@ -527,7 +527,7 @@ impl Endpoint {
             ResendOutcome::NotSentYet => {
                 // The peer is alive; but its probe says nothing of granted
                 // bytes we still wait for.
-                if !rpc.phase.msgin().is_some_and(|m| m.outstanding() > 0) {
+                if rpc.phase.msgin().is_none_or(|m| m.outstanding() == 0) {
                     rpc.heard(now);
                 }
                 self.metrics.busy_replies += 1;
