@@ -240,19 +240,25 @@ impl Endpoint {
     fn fast_resend(&mut self, id: RpcId) {
         let behind = self.config.fast_resend_packets * self.config.max_payload();
         let max = self.config.resend_gaps as usize;
-        let top = self.config.top_priority();
         let Some(m) = self.rpcs.get_mut(&id).and_then(|r| r.phase.msgin_mut()) else {
             return;
         };
         for (s, e) in m.overtaken_gaps(behind, max) {
             self.metrics.fast_resends += 1;
-            let body = Body::Resend {
-                offset: s,
-                length: e - s,
-                priority: top,
-            };
-            self.queue_control(id, body);
+            self.queue_resend(id, s, e - s);
         }
+    }
+
+    /// Queues a RESEND for `length` bytes at `offset` of RPC `id`, at the
+    /// top priority (as all control packets).
+    pub(super) fn queue_resend(&mut self, id: RpcId, offset: u32, length: u32) {
+        let priority = self.config.top_priority();
+        let body = Body::Resend {
+            offset,
+            length,
+            priority,
+        };
+        self.queue_control(id, body);
     }
 
     fn has_response_started(&self, id: &RpcId) -> bool {

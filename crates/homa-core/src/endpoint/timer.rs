@@ -157,7 +157,6 @@ impl Endpoint {
         let next = due(&self.config, rpc).max(now + self.config.tick_ns);
         rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
         self.metrics.timeouts += 1;
-        let top = self.config.top_priority();
         match wait {
             Wait::Ack => {
                 self.metrics.need_acks_sent += 1;
@@ -173,12 +172,7 @@ impl Endpoint {
                 for (s, e) in gaps {
                     trace!(%id, s, e, "RESEND");
                     self.metrics.resends_requested += 1;
-                    let body = Body::Resend {
-                        offset: s,
-                        length: e - s,
-                        priority: top,
-                    };
-                    self.queue_control(id, body);
+                    self.queue_resend(id, s, e - s);
                 }
                 if let Some((offset, priority)) = grant {
                     self.queue_control(id, Body::Grant { offset, priority });
@@ -187,12 +181,7 @@ impl Endpoint {
             Wait::Response | Wait::Probe => {
                 let (offset, length) = wait.whole_range();
                 self.metrics.resends_requested += 1;
-                let body = Body::Resend {
-                    offset,
-                    length,
-                    priority: top,
-                };
-                self.queue_control(id, body);
+                self.queue_resend(id, offset, length);
             }
         }
         false
