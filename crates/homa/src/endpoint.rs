@@ -769,6 +769,16 @@ impl Inner {
             let drained = n < max || max == 1;
             if drained && st.core.poll_timeout().is_some_and(|t| t <= now) {
                 st.core.handle_timeout(now);
+            } else if !drained
+                && st
+                    .core
+                    .poll_timeout()
+                    .is_some_and(|t| t + st.core.config().tick_ns <= now)
+            {
+                // Behind by more than a tick with packets still queued (a
+                // flood): let the core give up on peers that never answered,
+                // without judging the others' silence.
+                st.core.handle_timeout_backlogged(now);
             }
             let out = self.take_output(&mut st, now);
             let woke = self.dispatch(&mut st);

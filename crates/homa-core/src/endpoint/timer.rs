@@ -14,6 +14,10 @@ use crate::{Config, Nanos};
 use homa_wire::Body;
 use tracing::trace;
 
+/// Timer rounds a server RPC gets before it gives up when its client has
+/// never answered anything we sent (see `Peer::proven`).
+pub(super) const UNPROVEN_ROUNDS: u32 = 2;
+
 /// When a waiting RPC's next round is due.
 pub(super) fn due(config: &Config, rpc: &Rpc) -> Nanos {
     let first = if rpc.wait() == Some(Wait::Ack) {
@@ -45,11 +49,26 @@ impl Endpoint {
     /// peers. Call at or after [`Endpoint::poll_timeout`]; calling early is
     /// harmless.
     pub fn handle_timeout(&mut self, now: Nanos) {
+        self.run_timers(now, false);
+    }
+
+    /// Like [`Endpoint::handle_timeout`], for a driver that has packets
+    /// waiting that it could not process yet (its socket did not drain,
+    /// e.g. under a flood). Packets from proven peers may be among them, so
+    /// their RPCs' silence is not judged now: their rounds move to the next
+    /// tick. RPCs of peers that never answered anything (the spoofed
+    /// sources of a flood) are judged as usual, so they do not pile up
+    /// while the driver is behind.
+    pub fn handle_timeout_backlogged(&mut self, now: Nanos) {
+        self.run_timers(now, true);
+    }
+
+    fn run_timers(&mut self, now: Nanos, backlogged: bool) {
         self.acked.expire(now);
         let mut grants_due = false;
         while let Some((_, timer)) = self.timers.pop_due(now) {
             match timer {
-                Timer::Rpc(id) => grants_due |= self.rpc_timer(now, id),
+                Timer::Rpc(id) => grants_due |= self.rpc_timer(now, id, backlogged),
                 Timer::Acks(peer) => {
                     if let Some(p) = self.peers.get_mut(&peer) {
                         p.acks_timer = None;
@@ -87,7 +106,7 @@ impl Endpoint {
     }
 
     /// An RPC's deadline came. Returns true if it freed grant budget.
-    fn rpc_timer(&mut self, now: Nanos, id: RpcId) -> bool {
+    fn rpc_timer(&mut self, now: Nanos, id: RpcId, backlogged: bool) -> bool {
         let Some(rpc) = self.rpcs.get_mut(&id) else {
             return false;
         };
@@ -119,7 +138,23 @@ impl Endpoint {
                 }
             }
         }
-        if rpc.unanswered >= self.config.timeout_resends {
+        // A server RPC from a peer that never answered anything we sent
+        // (e.g. the spoofed source of a first packet) gets few rounds: each
+        // would be a packet to an address that may never have sent one.
+        let proven = id.is_client() || self.peers.get(&id.peer).is_some_and(|p| p.proven);
+        if backlogged && proven {
+            let rpc = self.rpcs.get_mut(&id).expect("present");
+            let next = now + self.config.tick_ns;
+            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
+            return false;
+        }
+        let limit = if proven {
+            self.config.timeout_resends
+        } else {
+            self.config.timeout_resends.min(UNPROVEN_ROUNDS)
+        };
+        let rpc = self.rpcs.get_mut(&id).expect("present");
+        if rpc.unanswered >= limit {
             return self.give_up(now, id, wait);
         }
         let tick = now / self.config.tick_ns;
