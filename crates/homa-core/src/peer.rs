@@ -68,9 +68,12 @@ pub struct Peer {
     /// Last time any packet came from this peer (ns).
     pub last_heard: Nanos,
     /// The peer answered something we sent (a response to our request, an
-    /// ack of our response, its cutoffs): it is really at its address. An
-    /// idle peer that never did (e.g. the spoofed source of a first packet
-    /// that went nowhere) is forgotten at once rather than kept.
+    /// ack of our response, its cutoffs), sent a second packet for one of
+    /// its RPCs, or we chose to talk to it. An idle peer that never did
+    /// (e.g. the spoofed source of a first packet that went nowhere) is
+    /// forgotten at once, and its server RPCs give up after two timer
+    /// rounds. (A blind attacker can make a peer proven only by sending
+    /// more packets for the RPCs it started.)
     pub proven: bool,
     /// Key in the table's idle set while the peer is idle.
     idle_since: Option<Nanos>,

@@ -99,14 +99,19 @@ impl Endpoint {
         }
         self.acked.expire(now);
         let peer = SocketAddr::new(src, packet.common.sport);
-        if let Some(p) = self.peers.get_mut(&peer) {
-            p.last_heard = now;
-        }
         // The sender's id with the low bit flipped is ours for the RPC.
         let id = RpcId {
             peer,
             id: packet.common.sender_id ^ 1,
         };
+        // A second packet for an RPC we already have shows a peer that goes
+        // on with what it started, unlike the spoofed source of a first
+        // packet (see `Peer::proven`).
+        let known = self.rpcs.contains_key(&id);
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.last_heard = now;
+            p.proven |= known;
+        }
         let top = self.config.top_priority();
         match packet.body {
             Body::Data { header, .. } => self.handle_data(now, id, &header, payload),
