@@ -60,11 +60,10 @@ pub struct Peer {
     pub rpcs: u32,
     /// Server RPCs (requests from this peer) in the table.
     pub server_rpcs: u32,
-    /// Timer-driven control packets (RESEND, NEED_ACK) this peer may still
-    /// be sent in the current tick.
-    pub timer_tokens: u32,
-    /// Tick to which `timer_tokens` belongs.
-    pub tokens_tick: u64,
+    /// The latest tick with timer-packet slots handed out to this peer's
+    /// RPCs, and how many of its slots are taken.
+    slot_tick: u64,
+    slots_used: u32,
     /// Last time any packet came from this peer (ns).
     pub last_heard: Nanos,
     /// The peer answered something we sent (a response to our request, an
@@ -89,26 +88,30 @@ impl Peer {
             acks_timer: None,
             rpcs: 0,
             server_rpcs: 0,
-            timer_tokens: 0,
-            tokens_tick: u64::MAX,
+            slot_tick: 0,
+            slots_used: 0,
             last_heard: 0,
             proven: false,
             idle_since: None,
         }
     }
 
-    /// Takes one of this tick's `per_tick` timer packets; false when the
-    /// peer has had its share this tick.
-    pub fn take_timer_token(&mut self, tick: u64, per_tick: u32) -> bool {
-        if self.tokens_tick != tick {
-            self.tokens_tick = tick;
-            self.timer_tokens = per_tick;
+    /// Reserves a slot for one timer-driven packet (RESEND, NEED_ACK,
+    /// probe) to this peer, at most `per_tick` per tick: returns the tick it
+    /// may be sent in, `tick` itself or a later one. Each round reserves
+    /// once, so rounds beyond the rate are spread over later ticks without
+    /// being looked at again every tick.
+    pub fn reserve_timer_slot(&mut self, tick: u64, per_tick: u32) -> u64 {
+        if self.slot_tick < tick {
+            self.slot_tick = tick;
+            self.slots_used = 0;
         }
-        if self.timer_tokens == 0 {
-            return false;
+        if self.slots_used >= per_tick.max(1) {
+            self.slot_tick += 1;
+            self.slots_used = 0;
         }
-        self.timer_tokens -= 1;
-        true
+        self.slots_used += 1;
+        self.slot_tick
     }
 
     fn is_idle(&self) -> bool {
@@ -257,11 +260,14 @@ mod tests {
     }
 
     #[test]
-    fn timer_tokens_refill_each_tick() {
+    fn timer_slots_spread_over_ticks() {
         let mut p = Peer::new(8);
-        assert!(p.take_timer_token(1, 2));
-        assert!(p.take_timer_token(1, 2));
-        assert!(!p.take_timer_token(1, 2));
-        assert!(p.take_timer_token(2, 2));
+        assert_eq!(p.reserve_timer_slot(1, 2), 1);
+        assert_eq!(p.reserve_timer_slot(1, 2), 1);
+        assert_eq!(p.reserve_timer_slot(1, 2), 2);
+        assert_eq!(p.reserve_timer_slot(1, 2), 2);
+        assert_eq!(p.reserve_timer_slot(1, 2), 3);
+        // Time moved on past the reservations.
+        assert_eq!(p.reserve_timer_slot(9, 2), 9);
     }
 }

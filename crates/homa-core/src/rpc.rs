@@ -117,6 +117,9 @@ pub struct Rpc {
     pub unanswered: u32,
     /// Deadline filed in the timer table, if any.
     pub timer: Option<Nanos>,
+    /// A timer-packet slot reserved for this tick (see
+    /// `Peer::reserve_timer_slot`): the round goes out when it comes.
+    pub slot: Option<u64>,
     /// Incast control: a client's request asks for it / a server honours it.
     pub incast: bool,
     /// Current key in the sender's SRPT queue.
@@ -135,6 +138,7 @@ impl Rpc {
             last_heard: now,
             unanswered: 0,
             timer: None,
+            slot: None,
             incast: false,
             sendable: None,
             grantable: None,

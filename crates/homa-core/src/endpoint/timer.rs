@@ -159,16 +159,21 @@ impl Endpoint {
         }
         let tick = now / self.config.tick_ns;
         let per_peer = self.config.timer_packets_per_peer;
-        let allowed = self
-            .peers
-            .get_mut(&id.peer)
-            .is_none_or(|p| p.take_timer_token(tick, per_peer));
+        let slot = match rpc.slot.take() {
+            Some(t) if t <= tick => tick,
+            _ => self
+                .peers
+                .get_mut(&id.peer)
+                .map_or(tick, |p| p.reserve_timer_slot(tick, per_peer)),
+        };
         let rpc = self.rpcs.get_mut(&id).expect("present");
-        if !allowed {
-            // The peer had its share of timer packets this tick.
+        if slot > tick {
+            // The peer has had its share of timer packets for this tick:
+            // the round goes out in the slot reserved for it.
             self.metrics.timer_rounds_deferred += 1;
-            let next = (tick + 1) * self.config.tick_ns;
-            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
+            rpc.slot = Some(slot);
+            let at = slot * self.config.tick_ns;
+            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, at));
             return false;
         }
         // A client RPC's server that sent us anything since this RPC's last
