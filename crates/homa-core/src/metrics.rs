@@ -58,7 +58,8 @@ pub struct Metrics {
     pub grants_srpt: u64,
     /// GRANT packets given to the oldest message (FIFO share).
     pub grants_fifo: u64,
-    /// Timer expiries that found an RPC silent for `resend_ticks`.
+    /// Timer rounds that asked a silent peer for data or probed it (RESEND);
+    /// NEED_ACK rounds are counted in `need_acks_sent`.
     pub timeouts: u64,
     /// RESENDs sent after a timeout (also counted in `sent`).
     pub resends_requested: u64,

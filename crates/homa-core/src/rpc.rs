@@ -117,6 +117,8 @@ pub struct Rpc {
     pub unanswered: u32,
     /// Deadline filed in the timer table, if any.
     pub timer: Option<Nanos>,
+    /// Whether the RPC waited on its peer when last looked at.
+    pub waiting: bool,
     /// A timer-packet slot reserved for this tick (see
     /// `Peer::reserve_timer_slot`): the round goes out when it comes.
     pub slot: Option<u64>,
@@ -138,6 +140,7 @@ impl Rpc {
             last_heard: now,
             unanswered: 0,
             timer: None,
+            waiting: false,
             slot: None,
             incast: false,
             sendable: None,

@@ -372,6 +372,9 @@ impl Transport for HomaHost {
             ("malformed_dropped", m.malformed_dropped),
             ("unknown_rpc_packets", m.unknown_rpc_packets),
             ("rx_buffer_drops", m.rx_buffer_drops),
+            ("data_beyond_grant", m.data_beyond_grant),
+            ("resends_duplicate", m.resends_duplicate),
+            ("timeouts_postponed_busy", m.timeouts_postponed_busy),
         ]
     }
 }

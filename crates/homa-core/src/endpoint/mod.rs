@@ -332,9 +332,14 @@ impl Endpoint {
         };
         self.sender.refile(id, rpc);
         self.receiver.refile(now, id, rpc);
-        if rpc.timer.is_none() && rpc.wait().is_some() {
-            // Silence counts from when the RPC started waiting.
+        let waiting = rpc.wait().is_some();
+        if waiting && !rpc.waiting {
+            // Silence counts from when the RPC started waiting (a message
+            // that sat in the sender's queue was not waiting on its peer).
             rpc.heard(now.max(rpc.last_heard));
+        }
+        rpc.waiting = waiting;
+        if waiting && rpc.timer.is_none() {
             let at = timer::due(&self.config, rpc);
             rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, at));
         }

@@ -196,7 +196,9 @@ impl Endpoint {
         // (A late timer does not fire a burst of rounds to catch up.)
         let next = due(&self.config, rpc).max(now + self.config.tick_ns);
         rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
-        self.metrics.timeouts += 1;
+        // (`timeouts` counts the rounds that ask for data or probe, as
+        // before; NEED_ACKs have their own counter.)
+        self.metrics.timeouts += (wait != Wait::Ack) as u64;
         match wait {
             Wait::Ack => {
                 self.metrics.need_acks_sent += 1;
