@@ -121,6 +121,9 @@ pub struct Simulation<P: Protocol + Clone> {
     hop_delay: Vec<Time>,
     packets: Slab<<P::Host as Transport>::Body>,
     rng: ChaCha8Rng,
+    /// Spraying's own random stream: the workload drawn from `rng` must not
+    /// depend on how many packets a protocol sends.
+    spray_rng: ChaCha8Rng,
     arrivals: Option<PoissonArrivals>,
     nic_limit: u64,
     max_frame: u64,
@@ -251,6 +254,7 @@ impl<P: Protocol + Clone> Simulation<P> {
             nic_limit: (scenario.nic_queue_packets * max_frame as f64).round() as u64,
             max_frame,
             rng: ChaCha8Rng::seed_from_u64(scenario.seed),
+            spray_rng: ChaCha8Rng::seed_from_u64(scenario.seed ^ 0x5350_5241_5953_5052),
             scenario,
             topo,
             dist,
@@ -663,7 +667,7 @@ impl<P: Protocol + Clone> Simulation<P> {
                 } else {
                     let spines = self.topo.config.spines;
                     let s = match self.topo.config.uplink_selection {
-                        UplinkSelection::Spray => self.rng.gen_range(0..spines),
+                        UplinkSelection::Spray => self.spray_rng.gen_range(0..spines),
                         UplinkSelection::Hash => {
                             let f = self.packets.get(q.idx).meta.flow;
                             (mix(f ^ r as u64) % spines as u64) as u32
