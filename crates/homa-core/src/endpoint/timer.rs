@@ -30,7 +30,13 @@ pub(super) fn due(config: &Config, rpc: &Rpc) -> Nanos {
     } else {
         first + rpc.unanswered * config.resend_interval
     };
-    rpc.last_heard + ticks as u64 * config.tick_ns
+    on_tick(config, rpc.last_heard + ticks as u64 * config.tick_ns)
+}
+
+/// `t` rounded up to a tick boundary: RPC timers fire together at ticks, so
+/// a driver wakes once per tick however many RPCs wait (as Linux's timer).
+pub(super) fn on_tick(config: &Config, t: Nanos) -> Nanos {
+    t.div_ceil(config.tick_ns).saturating_mul(config.tick_ns)
 }
 
 impl Endpoint {
@@ -144,7 +150,7 @@ impl Endpoint {
         let proven = id.is_client() || self.peers.get(&id.peer).is_some_and(|p| p.proven);
         if backlogged && proven {
             let rpc = self.rpcs.get_mut(&id).expect("present");
-            let next = now + self.config.tick_ns;
+            let next = on_tick(&self.config, now + self.config.tick_ns);
             rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
             return false;
         }
@@ -194,7 +200,7 @@ impl Endpoint {
             rpc.unanswered += 1;
         }
         // (A late timer does not fire a burst of rounds to catch up.)
-        let next = due(&self.config, rpc).max(now + self.config.tick_ns);
+        let next = due(&self.config, rpc).max(on_tick(&self.config, now + self.config.tick_ns));
         rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
         // (`timeouts` counts the rounds that ask for data or probe, as
         // before; NEED_ACKs have their own counter.)
