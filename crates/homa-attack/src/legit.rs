@@ -44,6 +44,19 @@ impl LegitLoad {
     /// Starts `concurrency` outstanding echo RPCs of `size` bytes each
     /// against `server`.
     pub fn start(server: SocketAddr, size: usize, concurrency: usize) -> Result<LegitLoad> {
+        Self::start_paced(server, size, concurrency, None)
+    }
+
+    /// Like [`LegitLoad::start`], but starts at most `rate` RPCs per second
+    /// (a client that does not use all the CPU it could, so that what an
+    /// attack takes from it is not hidden by what the attacker's own CPU
+    /// use takes on a small machine).
+    pub fn start_paced(
+        server: SocketAddr,
+        size: usize,
+        concurrency: usize,
+        rate: Option<f64>,
+    ) -> Result<LegitLoad> {
         let client = homa::Endpoint::bind(
             "127.0.0.1:0".parse().expect("literal"),
             homa::Config::default(),
@@ -53,7 +66,7 @@ impl LegitLoad {
         let (c, s) = (counters.clone(), stop.clone());
         let handle = std::thread::Builder::new()
             .name("legit-load".into())
-            .spawn(move || run(client, server, size, concurrency.max(1), &c, &s))?;
+            .spawn(move || run(client, server, size, concurrency.max(1), rate, &c, &s))?;
         Ok(LegitLoad {
             counters,
             stop,
@@ -105,9 +118,12 @@ fn run(
     server: SocketAddr,
     size: usize,
     concurrency: usize,
+    rate: Option<f64>,
     c: &Counters,
     stop: &AtomicBool,
 ) {
+    let gap = rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    let mut next_start = Instant::now();
     let mut seq: u64 = 0;
     let mut outstanding: HashMap<homa::RpcId, (Instant, Bytes)> = HashMap::new();
     let mut next_request = || {
@@ -118,6 +134,14 @@ fn run(
     };
     while !stop.load(Ordering::Acquire) {
         while outstanding.len() < concurrency {
+            if let Some(gap) = gap {
+                let now = Instant::now();
+                if now < next_start {
+                    break;
+                }
+                // (No burst to catch up after a stall.)
+                next_start = next_start.max(now - gap) + gap;
+            }
             let req = next_request();
             match client.send_request(server, req.clone()) {
                 Ok(id) => {
@@ -130,7 +154,11 @@ fn run(
                 }
             }
         }
-        match client.recv_any_response(Some(Duration::from_millis(50))) {
+        let mut wait = Duration::from_millis(50);
+        if gap.is_some() && outstanding.len() < concurrency {
+            wait = wait.min(next_start.saturating_duration_since(Instant::now()));
+        }
+        match client.recv_any_response(Some(wait)) {
             Ok((id, result)) => {
                 let Some((_, req)) = outstanding.remove(&id) else {
                     continue;

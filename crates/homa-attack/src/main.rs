@@ -56,6 +56,11 @@ enum Command {
         /// Legitimate RPCs kept outstanding.
         #[arg(long, default_value_t = 2)]
         legit_concurrency: usize,
+        /// Legitimate RPCs started per second at most (default: as fast as
+        /// they complete, which on a small machine shares the CPU with the
+        /// attacker).
+        #[arg(long)]
+        legit_rate: Option<f64>,
     },
     /// First DATA packets whose `incoming` claims the whole message (needs root).
     LyingIncoming {
@@ -155,6 +160,7 @@ fn run(cli: Cli) -> Result<()> {
             after,
             legit_size,
             legit_concurrency,
+            legit_rate,
         } => {
             let o = flood::Options {
                 rate,
@@ -162,6 +168,7 @@ fn run(cli: Cli) -> Result<()> {
                 after,
                 legit_size,
                 legit_concurrency,
+                legit_rate,
             };
             print(&flood::run(&env, &o)?, json);
         }

@@ -56,6 +56,28 @@ impl ServerStats {
         Some(arr.iter().filter_map(|v| v.as_u64()).sum())
     }
 
+    /// Packets the server's core sent, by type name (in the wire's type
+    /// order; empty if the metrics lack the field).
+    pub fn sent_by_type(&self) -> Vec<(String, u64)> {
+        let Some(arr) = self
+            .metrics
+            .get("sent")
+            .and_then(|s| s.get("packets"))
+            .and_then(|p| p.as_array())
+        else {
+            return Vec::new();
+        };
+        arr.iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let name = homa_wire::PacketType::ALL
+                    .get(i)
+                    .map_or_else(|| format!("type{i}"), |t| format!("{t:?}"));
+                (name, v.as_u64().unwrap_or(0))
+            })
+            .collect()
+    }
+
     /// Total Homa bytes the server's core sent (all types).
     pub fn bytes_sent(&self) -> Option<u64> {
         let arr = self.metrics.get("sent")?.get("bytes")?.as_array()?;

@@ -7,8 +7,8 @@
 //! `ack_memory_ns` so a stale duplicate of its request, still in the
 //! network, is recognised and dropped instead of being executed again.
 
+use crate::keyed::KeyedSet;
 use crate::{Nanos, RpcId};
-use rustc_hash::FxHashSet;
 use std::collections::VecDeque;
 
 /// Recently acknowledged server RPCs. Tens of thousands at high rates, and
@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 /// stay reproducible; nothing iterates it).
 #[derive(Debug, Default)]
 pub struct AckMemory {
-    set: FxHashSet<RpcId>,
+    set: KeyedSet<RpcId>,
     expiry: VecDeque<(Nanos, RpcId)>,
 }
 

@@ -101,6 +101,13 @@ pub struct Config {
     /// default, as in Linux Homa, where packets of different priorities may
     /// overtake each other in switches); the runtime turns it on.
     pub fast_resend_packets: u32,
+    /// New requests per tick accepted from peers that have not shown they
+    /// hear us (see `Peer::proven`) while the driver reports a backlog
+    /// ([`crate::Endpoint::handle_packet_backlogged`], e.g. under a flood of
+    /// spoofed first packets); the rest are dropped before any work is done
+    /// for them (counted in `shed_unproven_requests`). Known peers and
+    /// RPCs keep their service.
+    pub backlog_unproven_per_tick: u32,
 }
 
 impl Default for Config {
@@ -141,6 +148,7 @@ impl Default for Config {
             retransmit_pct: 100,
             max_remembered_acks: 1 << 20,
             fast_resend_packets: 0,
+            backlog_unproven_per_tick: 16,
         }
     }
 }

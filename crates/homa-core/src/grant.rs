@@ -10,7 +10,6 @@
 //! that the largest never starve under SRPT.
 
 use crate::priority::sched_priority;
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
 /// One incoming message that may need grants, as the scheduler sees it.
@@ -66,12 +65,11 @@ pub fn plan<K: Copy>(
     outstanding: u64,
 ) -> Vec<Grant<K>> {
     let mut active: Vec<Candidate<K>> = Vec::new();
-    let mut peers = BTreeSet::new();
     for c in candidates {
         if active.len() >= params.max_overcommit as usize {
             break;
         }
-        if peers.insert(c.peer) {
+        if !active.iter().any(|a| a.peer == c.peer) {
             active.push(c);
         }
     }

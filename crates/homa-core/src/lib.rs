@@ -49,6 +49,7 @@ pub mod event;
 pub mod grant;
 pub mod incast;
 pub mod incoming;
+pub mod keyed;
 pub mod message;
 pub mod metrics;
 pub mod outgoing;

@@ -132,6 +132,13 @@ pub struct Metrics {
     pub need_ack_gave_up: u64,
     /// Timer rounds put off to the next tick by the per-peer limit.
     pub timer_rounds_deferred: u64,
+    /// First packets of new requests from unproven peers dropped unread
+    /// while the driver was backlogged (see
+    /// `Config::backlog_unproven_per_tick`).
+    pub shed_unproven_requests: u64,
+    /// Timer rounds of server RPCs whose client has never shown it hears
+    /// us (see `Peer::proven`): counted towards giving up, nothing sent.
+    pub silent_rounds: u64,
     /// Acknowledged RPCs forgotten before `ack_memory_ns` because
     /// `max_remembered_acks` was reached.
     pub acks_forgotten_early: u64,

@@ -7,9 +7,9 @@
 //! full, then forgotten oldest first. Per-peer state is where per-peer
 //! parameters (RTT, windows, link rate) live when a policy needs them.
 
+use crate::keyed::KeyedMap;
 use crate::Nanos;
 use homa_wire::{CUTOFF_UNLIMITED, MAX_PRIORITIES};
-use rustc_hash::FxHashMap;
 use std::collections::{BTreeSet, VecDeque};
 use std::net::SocketAddr;
 
@@ -127,7 +127,7 @@ pub struct PeersFull;
 /// All peers, at most `max` of them.
 #[derive(Debug)]
 pub struct PeerTable {
-    map: FxHashMap<SocketAddr, Peer>,
+    map: KeyedMap<SocketAddr, Peer>,
     idle: BTreeSet<(Nanos, SocketAddr)>,
     max: usize,
     num_priorities: u8,
@@ -137,7 +137,7 @@ impl PeerTable {
     /// An empty table of at most `max` peers.
     pub fn new(max: usize, num_priorities: u8) -> PeerTable {
         PeerTable {
-            map: FxHashMap::default(),
+            map: KeyedMap::default(),
             idle: BTreeSet::new(),
             max: max.max(1),
             num_priorities,

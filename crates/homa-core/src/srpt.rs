@@ -1,9 +1,13 @@
-//! An SRPT queue of RPCs: ordered by bytes left (then age), and by age alone
-//! for the FIFO share. Used twice: by the sender for messages with packets to
-//! send, by the receiver for messages that need grants.
+//! SRPT queues of RPCs: ordered by bytes left (then age), and by age alone
+//! for the FIFO share. [`SrptQueue`] serves the sender (messages with
+//! packets to send); [`PeerSrptQueue`] the receiver (messages that need
+//! grants), which grants at most one message per peer and so must find each
+//! peer's best message without walking the others.
 
+use crate::keyed::KeyedMap;
 use crate::RpcId;
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 
 /// Where an RPC is filed: (bytes left, creation sequence number).
 pub type Key = (u32, u64);
@@ -63,9 +67,117 @@ impl SrptQueue {
     }
 }
 
+/// RPCs grouped by peer: each peer's best (fewest bytes left, then oldest)
+/// RPC in SRPT order, and all RPCs by age. Walking the first `k` peers costs
+/// O(k) however many RPCs each peer has (a peer with 10,000 partly received
+/// messages must not make every grant decision walk them).
+#[derive(Debug, Default)]
+pub struct PeerSrptQueue {
+    by_peer: KeyedMap<SocketAddr, BTreeSet<(u32, u64, RpcId)>>,
+    heads: BTreeSet<(u32, u64, RpcId)>,
+    by_age: BTreeSet<(u64, RpcId)>,
+}
+
+impl PeerSrptQueue {
+    /// Moves `id` from `old` to `new` (either may be absent).
+    pub fn refile(&mut self, id: RpcId, old: Option<Key>, new: Option<Key>) {
+        if old == new {
+            return;
+        }
+        if let Some(k) = old {
+            self.remove(id, k);
+        }
+        if let Some((left, seq)) = new {
+            let entry = (left, seq, id);
+            let set = self.by_peer.entry(id.peer).or_default();
+            let head = set.first().copied();
+            set.insert(entry);
+            if head.is_none_or(|h| entry < h) {
+                if let Some(h) = head {
+                    self.heads.remove(&h);
+                }
+                self.heads.insert(entry);
+            }
+            self.by_age.insert((seq, id));
+        }
+    }
+
+    /// Takes `id`, filed under `key`, out of the queue.
+    pub fn remove(&mut self, id: RpcId, (left, seq): Key) {
+        let entry = (left, seq, id);
+        self.by_age.remove(&(seq, id));
+        let Some(set) = self.by_peer.get_mut(&id.peer) else {
+            return;
+        };
+        if !set.remove(&entry) {
+            return;
+        }
+        if self.heads.remove(&entry) {
+            if let Some(&next) = set.first() {
+                self.heads.insert(next);
+            }
+        }
+        if set.is_empty() {
+            self.by_peer.remove(&id.peer);
+        }
+    }
+
+    /// Each peer's best RPC, fewest bytes left first.
+    pub fn iter_heads(&self) -> impl Iterator<Item = RpcId> + '_ {
+        self.heads.iter().map(|&(_, _, id)| id)
+    }
+
+    /// All RPCs, oldest first.
+    pub fn iter_by_age(&self) -> impl Iterator<Item = RpcId> + '_ {
+        self.by_age.iter().map(|&(_, id)| id)
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.heads.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_queue_yields_each_peers_best_in_srpt_order() {
+        let p1: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let p2: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let id = |peer, id| RpcId { peer, id };
+        let mut q = PeerSrptQueue::default();
+        // p1 has many messages, all shorter than p2's one.
+        for i in 0..100u64 {
+            q.refile(id(p1, 2 * i + 1), None, Some((100 + i as u32, i)));
+        }
+        q.refile(id(p2, 1), None, Some((5_000, 200)));
+        assert_eq!(
+            q.iter_heads().collect::<Vec<_>>(),
+            vec![id(p1, 1), id(p2, 1)]
+        );
+        // p1's best grows past p2's: p1's next best heads it, after p2.
+        q.refile(id(p1, 1), Some((100, 0)), Some((9_000, 0)));
+        assert_eq!(
+            q.iter_heads().collect::<Vec<_>>(),
+            vec![id(p1, 3), id(p2, 1)]
+        );
+        assert_eq!(q.iter_by_age().next(), Some(id(p1, 1)));
+        // Removing p2's only message removes the peer.
+        q.remove(id(p2, 1), (5_000, 200));
+        assert_eq!(q.iter_heads().collect::<Vec<_>>(), vec![id(p1, 3)]);
+        for i in 0..100u64 {
+            let k = if i == 0 {
+                (9_000, 0)
+            } else {
+                (100 + i as u32, i)
+            };
+            q.remove(id(p1, 2 * i + 1), k);
+        }
+        assert!(q.is_empty());
+        assert!(q.by_peer.is_empty() && q.by_age.is_empty());
+    }
 
     #[test]
     fn orders_by_size_then_age_and_by_age() {

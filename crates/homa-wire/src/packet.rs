@@ -182,6 +182,22 @@ pub struct CommonHeader {
     pub sender_id: u64,
 }
 
+impl CommonHeader {
+    /// The common header of `buf` if it is a DATA packet long enough to
+    /// hold a DATA header; nothing else is checked (for a receiver that
+    /// must sort packets cheaply before parsing them, e.g. under a flood).
+    pub fn peek_data(buf: &[u8]) -> Option<CommonHeader> {
+        if buf.len() < DATA_HEADER_LEN || buf[OFF_TYPE] != PacketType::Data as u8 {
+            return None;
+        }
+        Some(CommonHeader {
+            sport: be16(buf, OFF_SPORT),
+            dport: be16(buf, OFF_DPORT),
+            sender_id: be64(buf, OFF_SENDER_ID),
+        })
+    }
+}
+
 /// One acknowledgement: the server may free the state of this RPC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct AckEntry {

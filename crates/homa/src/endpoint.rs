@@ -569,9 +569,9 @@ impl Inner {
 
     /// Takes in one received datagram: through the fault shim if there is
     /// one, then the port check, then the core.
-    fn receive(&self, st: &mut State, now: Nanos, src: SocketAddr, bytes: &[u8]) {
+    fn receive(&self, st: &mut State, now: Nanos, src: SocketAddr, bytes: &[u8], backlog: bool) {
         let Some(f) = st.faults.as_mut() else {
-            self.deliver(st, now, src, bytes);
+            self.deliver(st, now, src, bytes, backlog);
             return;
         };
         let s = &self.stats;
@@ -592,12 +592,12 @@ impl Inner {
             }
         }
         let released = f.recv.passed();
-        self.deliver(st, now, src, bytes);
+        self.deliver(st, now, src, bytes, backlog);
         if verdict == Verdict::Duplicate {
-            self.deliver(st, now, src, bytes);
+            self.deliver(st, now, src, bytes, backlog);
         }
         for (src, bytes) in released {
-            self.deliver(st, now, src, &bytes);
+            self.deliver(st, now, src, &bytes, false);
         }
     }
 
@@ -607,13 +607,16 @@ impl Inner {
             return;
         };
         for (src, bytes) in f.recv.due(now) {
-            self.deliver(st, now, src, &bytes);
+            self.deliver(st, now, src, &bytes, false);
         }
     }
 
     /// Hands a packet to the core unless its Homa ports contradict its UDP
     /// ports (UDP only; shorter packets go on, for the core to reject).
-    fn deliver(&self, st: &mut State, now: Nanos, src: SocketAddr, bytes: &[u8]) {
+    /// `backlog`: the socket holds more than we took in this call, so the
+    /// core may shed new requests of unproven peers (see
+    /// `homa_core::Endpoint::handle_packet_backlogged`).
+    fn deliver(&self, st: &mut State, now: Nanos, src: SocketAddr, bytes: &[u8], backlog: bool) {
         if self.sock.has_udp_ports() && bytes.len() >= 4 {
             let sport = u16::from_be_bytes([bytes[0], bytes[1]]);
             let dport = u16::from_be_bytes([bytes[2], bytes[3]]);
@@ -624,7 +627,11 @@ impl Inner {
                 return;
             }
         }
-        st.core.handle_packet(now, src.ip(), bytes);
+        if backlog {
+            st.core.handle_packet_backlogged(now, src.ip(), bytes);
+        } else {
+            st.core.handle_packet(now, src.ip(), bytes);
+        }
     }
 
     /// Hands packets to the kernel, up to 64 per system call.
@@ -691,9 +698,11 @@ impl Inner {
     /// sleep.
     fn reader_step(&self, deadline: Option<Instant>, mode: ReadMode, spins: u32) {
         if mode == ReadMode::Busy {
-            // Spinning: probe for one datagram (cheap for the kernel), and
-            // look at timers and the pacer only now and then.
-            self.take_input(1, spins % 32 == 0);
+            // Spinning: look at timers and the pacer only now and then. (A
+            // call for a whole batch costs no more than a probe for one
+            // datagram when one is queued, and under load, e.g. a flood,
+            // reading one per call made the reader fall behind.)
+            self.take_input(self.config.recv_batch, spins % 32 == 0);
         } else {
             self.sleep_until_input(deadline);
             self.take_input(self.config.recv_batch, true);
@@ -757,16 +766,15 @@ impl Inner {
             }
             let mut st = self.lock();
             let now = self.now();
+            let backlog = n == max && max > 1;
             for i in 0..n {
                 let (src, bytes) = rb.datagram(i);
-                self.receive(&mut st, now, src, bytes);
+                self.receive(&mut st, now, src, bytes, backlog);
             }
             self.receive_due(&mut st, now);
             // Timers only once the socket is drained: packets still queued
             // in our own socket must not count as a peer's silence.
-            // (A spinning reader takes one datagram at a time and will be
-            // back at once: don't chase the rest with a second call.)
-            let drained = n < max || max == 1;
+            let drained = n < max;
             if drained && st.core.poll_timeout().is_some_and(|t| t <= now) {
                 st.core.handle_timeout(now);
             } else if !drained

@@ -25,6 +25,9 @@ pub struct Options {
     pub legit_size: usize,
     /// Legitimate RPCs kept outstanding.
     pub legit_concurrency: usize,
+    /// Legitimate RPCs started per second at most (`None`: as fast as they
+    /// complete).
+    pub legit_rate: Option<f64>,
 }
 
 impl Default for Options {
@@ -35,6 +38,7 @@ impl Default for Options {
             after: 3,
             legit_size: 100,
             legit_concurrency: 2,
+            legit_rate: None,
         }
     }
 }
@@ -89,6 +93,8 @@ pub struct FloodReport {
     pub peaks: Peaks,
     /// Gauges at the end.
     pub end: Gauges,
+    /// Packets the server sent while the flood lasted, by type name.
+    pub server_sent_during: Vec<(String, u64)>,
 }
 
 impl Report for FloodReport {
@@ -121,6 +127,13 @@ impl Report for FloodReport {
                 format!("{:.1}", a.rpc_per_s),
             ));
         }
+        let sent: Vec<String> = self
+            .server_sent_during
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(t, n)| format!("{t} {n}"))
+            .collect();
+        rows.push(("server sent during".into(), sent.join(", ")));
         rows.extend([
             ("legit RPCs failed".into(), self.legit_failed.to_string()),
             (
@@ -167,6 +180,9 @@ pub fn validate(o: &Options) -> Result<()> {
         craft::max_message() as usize,
     )?;
     super::check_range("--legit-concurrency", o.legit_concurrency, 1, 64)?;
+    if let Some(r) = o.legit_rate {
+        super::check_range("--legit-rate", r, 1.0, 1_000_000.0)?;
+    }
     Ok(())
 }
 
@@ -208,7 +224,12 @@ pub fn run(env: &Env, o: &Options) -> Result<FloodReport> {
     validate(o)?;
     RawSender::new()?; // fail early without the privilege
     let target = Arc::new(Target::spawn(&env.exe)?);
-    let legit = LegitLoad::start(target.addr(), o.legit_size, o.legit_concurrency)?;
+    let legit = LegitLoad::start_paced(
+        target.addr(),
+        o.legit_size,
+        o.legit_concurrency,
+        o.legit_rate,
+    )?;
     std::thread::sleep(Duration::from_millis(300));
     env.say(format!("baseline for {} s", o.seconds));
     let baseline = legit.measure(Duration::from_secs_f64(o.seconds));
@@ -217,11 +238,19 @@ pub fn run(env: &Env, o: &Options) -> Result<FloodReport> {
     let count = (o.rate as f64 * o.seconds).round().max(1.0) as u64;
     env.say(format!("flooding: {count} packets at {} pkt/s", o.rate));
     let before = legit.completed();
+    let sent_before = target.stats()?.sent_by_type();
     let t0 = Instant::now();
     let (packets_sent, attacker_bytes, secs) =
         send_flood(env, target.addr_v4(), o.rate, count, false)?;
     let during_s = t0.elapsed().as_secs_f64();
     let done = legit.completed() - before;
+    let server_sent_during = target
+        .stats()?
+        .sent_by_type()
+        .into_iter()
+        .zip(sent_before)
+        .map(|((t, n), (_, m))| (t, n.saturating_sub(m)))
+        .collect();
     let during = Interval {
         seconds: during_s,
         completed: done,
@@ -250,5 +279,6 @@ pub fn run(env: &Env, o: &Options) -> Result<FloodReport> {
         memory_after,
         peaks,
         end,
+        server_sent_during,
     })
 }

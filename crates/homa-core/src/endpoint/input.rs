@@ -34,6 +34,52 @@ impl Endpoint {
         }
     }
 
+    /// Like [`Endpoint::handle_packet`], for a driver that has more packets
+    /// waiting than it could take in one go (its socket did not drain). A
+    /// first packet of a new request from a peer that has never shown it
+    /// hears us is then admitted only within
+    /// `Config::backlog_unproven_per_tick`; beyond it, it is dropped after
+    /// a look at its header (counted), so a flood of spoofed first packets
+    /// costs little more than reading it, and the packets of known peers
+    /// and RPCs among it keep their service. (Such a request's client
+    /// restarts it when it probes and hears RPC_UNKNOWN.)
+    pub fn handle_packet_backlogged(&mut self, now: Nanos, src: IpAddr, data: &[u8]) {
+        if self.shed_unproven_start(now, src, data) {
+            self.metrics.shed_unproven_requests += 1;
+            return;
+        }
+        self.handle_packet(now, src, data);
+    }
+
+    /// True if `data` is the start of a new request from an unproven peer
+    /// and this tick's admissions for such are used up (else counts it).
+    fn shed_unproven_start(&mut self, now: Nanos, src: IpAddr, data: &[u8]) -> bool {
+        let Some(c) = homa_wire::CommonHeader::peek_data(data) else {
+            return false;
+        };
+        if c.sender_id & 1 != 0 || c.dport != self.local.port() {
+            return false;
+        }
+        let peer = SocketAddr::new(src, c.sport);
+        let id = RpcId {
+            peer,
+            id: c.sender_id ^ 1,
+        };
+        if self.rpcs.contains_key(&id) || self.peers.get(&peer).is_some_and(|p| p.proven) {
+            return false;
+        }
+        let tick = self.tick(now);
+        let (t, n) = &mut self.receiver.unproven_admitted;
+        if *t != tick {
+            (*t, *n) = (tick, 0);
+        }
+        if *n >= self.config.backlog_unproven_per_tick {
+            return true;
+        }
+        *n += 1;
+        false
+    }
+
     /// Like [`Endpoint::handle_packet`], but DATA bytes are kept as slices
     /// of `data` (no copy) until the message is delivered.
     pub fn handle_packet_bytes(&mut self, now: Nanos, src: IpAddr, data: Bytes) {
@@ -227,11 +273,19 @@ impl Endpoint {
         };
         self.receiver.buffered += added.new as u64;
         self.metrics.duplicate_data_bytes += added.duplicate as u64;
-        if self.config.fast_resend_packets > 0 && !complete && added.new > 0 {
+        // Nothing is sent in answer to a packet from a peer that has not
+        // shown it hears us (a spoofed first packet must not buy a RESEND or
+        // a CUTOFFS: under a flood they cost as much as the flood itself);
+        // the peer's second packet proves it, and from then on both flow.
+        // A complete request is answered anyway, so its CUTOFFS rides along.
+        let proven = id.is_client() || self.peers.get(&id.peer).is_some_and(|p| p.proven);
+        if proven && self.config.fast_resend_packets > 0 && !complete && added.new > 0 {
             self.fast_resend(id);
         }
         self.receiver.policy.on_received(now, added.new);
-        self.maybe_send_cutoffs(now, id, h.cutoff_version);
+        if proven || complete {
+            self.maybe_send_cutoffs(now, id, h.cutoff_version);
+        }
         if complete {
             self.complete_msgin(now, id);
         } else {

@@ -27,6 +27,7 @@ pub use output::Transmit;
 
 use crate::ack::AckMemory;
 use crate::event::{Error, Event, RpcError, RpcId};
+use crate::keyed::KeyedMap;
 use crate::metrics::Metrics;
 use crate::outgoing::OutMessage;
 use crate::peer::PeerTable;
@@ -40,7 +41,6 @@ use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use receiver::Receiver;
-use rustc_hash::FxHashMap;
 use sender::Sender;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -60,7 +60,7 @@ pub struct Endpoint {
     rng: ChaCha8Rng,
     /// Creation order of messages (SRPT tie-breaks, FIFO shares).
     seq: u64,
-    rpcs: FxHashMap<RpcId, Rpc>,
+    rpcs: KeyedMap<RpcId, Rpc>,
     peers: PeerTable,
     timers: TimerTable,
     receiver: Receiver,
@@ -70,6 +70,11 @@ pub struct Endpoint {
     client_rpcs: usize,
     /// Deadline of the idle-peer sweep, if filed.
     sweep_timer: Option<Nanos>,
+    /// Something changed what the receiver should grant: the decision is
+    /// made when the driver next asks for a packet, so a batch of input
+    /// costs one decision, not one per packet (as Linux recalculates
+    /// grants once per batch).
+    grants_due: bool,
     metrics: Metrics,
 }
 
@@ -112,9 +117,10 @@ impl Endpoint {
             config,
             local,
             seq: 0,
-            rpcs: FxHashMap::default(),
+            rpcs: KeyedMap::default(),
             timers: TimerTable::default(),
             sweep_timer: None,
+            grants_due: false,
             acked: AckMemory::default(),
             events: VecDeque::new(),
             client_rpcs: 0,
@@ -386,8 +392,18 @@ impl Endpoint {
         }
     }
 
-    /// Grants to the incoming messages that deserve it now.
-    fn schedule_grants(&mut self, now: Nanos) {
+    /// Notes that the receiver's grants must be decided again before the
+    /// next packet goes out.
+    fn schedule_grants(&mut self, _now: Nanos) {
+        self.grants_due = true;
+    }
+
+    /// Grants to the incoming messages that deserve it now, if anything
+    /// changed since the last decision.
+    fn decide_grants(&mut self, now: Nanos) {
+        if !std::mem::take(&mut self.grants_due) {
+            return;
+        }
         let grants = self.receiver.schedule(now);
         for g in grants {
             let Some(rpc) = self.rpcs.get_mut(&g.id) else {

@@ -58,6 +58,7 @@ impl Endpoint {
     /// packets first, then data of the message the sender policy picks (for
     /// Homa: fewest bytes left, with a small share for the oldest).
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        self.decide_grants(now);
         let t = match self.sender.pop_control() {
             Some(t) => t,
             None => {
@@ -75,6 +76,7 @@ impl Endpoint {
     /// small. A driver whose pacer is holding back a full-size packet uses
     /// this to let small packets bypass the pacer, as Homa/Linux does.
     pub fn poll_transmit_small(&mut self, now: Nanos, max_len: usize) -> Option<Transmit> {
+        self.decide_grants(now);
         if let Some(t) = self.sender.front_control() {
             return if t.len() < max_len {
                 self.poll_transmit(now)

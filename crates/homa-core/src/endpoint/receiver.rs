@@ -39,6 +39,9 @@ pub(super) struct Receiver {
     busy_tick: Option<u64>,
     /// 3/4 of what the link carries in a tick (bytes); 0 = unknown link.
     busy_bytes: u64,
+    /// (tick, requests from unproven peers admitted in it while the driver
+    /// was backlogged); see `Config::backlog_unproven_per_tick`.
+    pub unproven_admitted: (u64, u32),
 }
 
 impl Receiver {
@@ -57,6 +60,7 @@ impl Receiver {
             rx_tick: 0,
             busy_tick: None,
             busy_bytes: config.link_mbps * config.tick_ns / 8_000 * 3 / 4,
+            unproven_admitted: (0, 0),
         }
     }
 

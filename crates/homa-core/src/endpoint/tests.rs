@@ -714,6 +714,136 @@ fn lost_data_is_asked_for_again_after_resend_ticks() {
     let _ = rpc;
 }
 
+/// A first DATA packet of a longer message from a peer that has never shown
+/// it hears us (the spoofed source of a flood) buys nothing: no RESEND, no
+/// CUTOFFS, no GRANT beyond what was due, however many timer rounds pass;
+/// its RPC is dropped after `UNPROVEN_ROUNDS` silent rounds. Before, each
+/// such packet drew a RESEND and a CUTOFFS, and a 100k pkt/s flood made the
+/// server spend its time writing them to unreachable ports.
+#[test]
+fn a_first_packet_from_an_unproven_peer_draws_no_resend_or_cutoffs() {
+    let config = Config::default();
+    let mut net = Net::new(2, config.clone());
+    net.eps[0]
+        .send_request(0, addr(1), payload(3 * config.max_payload() as usize, 1))
+        .unwrap();
+    // Only the second packet arrives (as a spoofed one would, at an offset).
+    let mut n = 0;
+    let sent = net.pump_with(|from, t| {
+        n += (from == 0 && t.packet_type == PacketType::Data) as u32;
+        from == 0 && (t.packet_type != PacketType::Data || n != 2)
+    });
+    let from_server = |sent: &[(usize, Transmit)]| sent.iter().filter(|(f, _)| *f == 1).count();
+    assert_eq!(from_server(&sent), 0, "{:?}", types(&sent));
+    assert_eq!(net.eps[1].metrics().partial_requests, 1);
+    // Time passes; only the server's timers run (the client stays mute).
+    for _ in 0..(config.resend_ticks + 3 * config.resend_interval) {
+        net.now += config.tick_ns;
+        net.eps[1].handle_timeout(net.now);
+        let mut out = 0;
+        while net.eps[1].poll_transmit(net.now).is_some() {
+            out += 1;
+        }
+        assert_eq!(out, 0, "server sent to an unproven peer");
+    }
+    let m = net.eps[1].metrics();
+    assert_eq!(m.silent_rounds, 2);
+    assert_eq!(m.partial_requests, 0, "the embryo was dropped");
+    assert_eq!(m.resends_requested + m.cutoffs_sent + m.fast_resends, 0);
+}
+
+/// While the driver is backlogged, new requests from peers that have not
+/// shown they hear us are admitted only `backlog_unproven_per_tick` per
+/// tick; the rest are dropped before any state exists. A proven peer's new
+/// request and packets of known RPCs are not affected.
+#[test]
+fn backlogged_driver_sheds_new_requests_of_unproven_peers_only() {
+    let config = Config {
+        backlog_unproven_per_tick: 3,
+        ..Config::default()
+    };
+    let mut net = Net::new(3, config.clone());
+    // Endpoint 2 becomes a proven peer of endpoint 1 with one exchange.
+    net.eps[2]
+        .send_request(0, addr(1), payload(100, 0))
+        .unwrap();
+    net.pump();
+    net.serve(1, |m| m.clone());
+    net.pump();
+    let long = 3 * config.max_payload() as usize;
+    // Ten first packets of new requests from fresh (unproven) ports.
+    let mut clients = Vec::new();
+    let mut firsts = Vec::new();
+    for i in 0..10 {
+        let mut ep = Endpoint::new(config.clone(), addr(100 + i), i as u64).unwrap();
+        ep.send_request(0, addr(1), payload(long, 1)).unwrap();
+        firsts.push((ep.local_addr(), whole(ep.poll_transmit(0).unwrap())));
+        clients.push(ep);
+    }
+    for (from, t) in &firsts {
+        net.eps[1].handle_packet_backlogged(net.now, from.ip(), &t.header);
+    }
+    let m = net.eps[1].metrics();
+    assert_eq!(m.shed_unproven_requests, 7);
+    assert_eq!(m.partial_requests, 3);
+    // The proven peer's new request gets in, backlog or not.
+    net.eps[2]
+        .send_request(0, addr(1), payload(long, 2))
+        .unwrap();
+    let t = whole(net.eps[2].poll_transmit(0).unwrap());
+    net.eps[1].handle_packet_backlogged(net.now, addr(2).ip(), &t.header);
+    assert_eq!(net.eps[1].metrics().partial_requests, 4);
+    // A second packet of an admitted RPC is not shed either (the budget
+    // of this tick is used up).
+    let second = whole(clients[0].poll_transmit(0).unwrap());
+    let before = net.eps[1].metrics().shed_unproven_requests;
+    net.eps[1].handle_packet_backlogged(net.now, addr(100).ip(), &second.header);
+    assert_eq!(net.eps[1].metrics().shed_unproven_requests, before);
+    assert!(net.eps[1].metrics().received.packets[0] >= 4);
+    // Next tick: three more admissions.
+    net.now += config.tick_ns;
+    for (from, t) in &firsts[3..] {
+        net.eps[1].handle_packet_backlogged(net.now, from.ip(), &t.header);
+    }
+    assert_eq!(net.eps[1].metrics().partial_requests, 7);
+}
+
+/// A real client whose request lost all but one packet is not stuck behind
+/// the silent rounds: its own probe for the response proves it, and the
+/// server's next round asks for the missing bytes.
+#[test]
+fn a_client_that_lost_the_rest_of_its_first_request_recovers_by_probing() {
+    let config = Config::default();
+    let mut net = Net::new(2, config.clone());
+    let len = 2 * config.max_payload() as usize;
+    let rpc = net.eps[0]
+        .send_request(0, addr(1), payload(len, 7))
+        .unwrap();
+    let mut n = 0;
+    net.pump_with(|_, t| {
+        n += (t.packet_type == PacketType::Data) as u32;
+        t.packet_type == PacketType::Data && n == 2
+    });
+    let mut response = None;
+    for _ in 0..(config.resend_ticks + 4 * config.resend_interval) {
+        net.tick();
+        net.pump();
+        net.serve(1, |m| m.clone());
+        net.pump();
+        for e in net.events(0) {
+            if let Event::Response { rpc: r, message } = e {
+                assert_eq!(r, rpc);
+                response = Some(message.into_bytes());
+            }
+        }
+        if response.is_some() {
+            break;
+        }
+    }
+    assert_eq!(response, Some(payload(len, 7)));
+    assert!(net.eps[1].metrics().resends_requested >= 1);
+}
+
 /// Granted bytes that do not arrive while the downlink is busy with other
 /// data are taken to be queued, not lost: no RESEND for them until the
 /// downlink has been quiet for `resend_ticks`. (Before, the lowest-ranked

@@ -15,7 +15,7 @@ use homa_wire::Body;
 use tracing::trace;
 
 /// Timer rounds a server RPC gets before it gives up when its client has
-/// never answered anything we sent (see `Peer::proven`).
+/// never answered anything we sent (see `Peer::proven`); they are silent.
 pub(super) const UNPROVEN_ROUNDS: u32 = 2;
 
 /// When a waiting RPC's next round is due.
@@ -162,6 +162,17 @@ impl Endpoint {
         let rpc = self.rpcs.get_mut(&id).expect("present");
         if rpc.unanswered >= limit {
             return self.give_up(now, id, wait);
+        }
+        if !proven {
+            // Silent: a RESEND to the spoofed source of a flood would cost
+            // as much as the flood. A real client that lost the rest of its
+            // request probes for the response; its probe proves it, and the
+            // next round asks for the missing bytes.
+            rpc.unanswered += 1;
+            self.metrics.silent_rounds += 1;
+            let next = due(&self.config, rpc).max(on_tick(&self.config, now + self.config.tick_ns));
+            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
+            return false;
         }
         let tick = now / self.config.tick_ns;
         let per_peer = self.config.timer_packets_per_peer;

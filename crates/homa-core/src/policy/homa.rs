@@ -6,9 +6,9 @@ use super::{
     GrantContext, GrantDecision, GrantKind, InView, OutView, ReceiverPolicy, SenderPolicy,
 };
 use crate::grant::{self, Candidate, FifoGrants, GrantParams};
-use crate::srpt::{Key, SrptQueue};
+use crate::keyed::KeyedMap;
+use crate::srpt::{Key, PeerSrptQueue, SrptQueue};
 use crate::{incast, Config, Nanos, RpcId};
-use rustc_hash::FxHashMap;
 use std::net::SocketAddr;
 
 /// Homa's receiver: grants in SRPT order to at most `max_overcommit`
@@ -18,8 +18,8 @@ use std::net::SocketAddr;
 pub struct HomaReceiver {
     params: GrantParams,
     fifo: FifoGrants,
-    queue: SrptQueue,
-    messages: FxHashMap<RpcId, (InView, Key)>,
+    queue: PeerSrptQueue,
+    messages: KeyedMap<RpcId, (InView, Key)>,
 }
 
 impl HomaReceiver {
@@ -35,8 +35,8 @@ impl HomaReceiver {
                 sched_levels: 1,
             },
             fifo: FifoGrants::new(config.fifo_grant_fraction, config.fifo_grant_increment),
-            queue: SrptQueue::default(),
-            messages: FxHashMap::default(),
+            queue: PeerSrptQueue::default(),
+            messages: KeyedMap::default(),
         }
     }
 }
@@ -72,7 +72,8 @@ impl ReceiverPolicy for HomaReceiver {
             ..self.params
         };
         let messages = &self.messages;
-        let candidates = self.queue.iter().map(|id| {
+        // (One candidate per peer: only a peer's best message can be granted.)
+        let candidates = self.queue.iter_heads().map(|id| {
             let m = &messages[&id].0;
             Candidate {
                 key: id,
@@ -93,7 +94,7 @@ impl ReceiverPolicy for HomaReceiver {
         }
         // Our view must reflect the grants just decided before the FIFO
         // share looks at it.
-        let mut given: FxHashMap<RpcId, u32> =
+        let mut given: KeyedMap<RpcId, u32> =
             out[first..].iter().map(|g| (g.id, g.offset)).collect();
         while let Some(bytes) = self.fifo.take_due() {
             // Top the oldest message up to `bytes` beyond what has arrived;
@@ -131,7 +132,7 @@ impl ReceiverPolicy for HomaReceiver {
 pub struct HomaSender {
     fifo_fraction: u64,
     queue: SrptQueue,
-    keys: FxHashMap<RpcId, Key>,
+    keys: KeyedMap<RpcId, Key>,
     packets: u64,
     fifo_packets: u64,
 }
@@ -142,7 +143,7 @@ impl HomaSender {
         HomaSender {
             fifo_fraction: config.pacer_fifo_fraction as u64,
             queue: SrptQueue::default(),
-            keys: FxHashMap::default(),
+            keys: KeyedMap::default(),
             packets: 0,
             fifo_packets: 0,
         }
