@@ -27,6 +27,10 @@ const MAX_PEERS_AFTER: u64 = 8;
 const MAX_RX_BUFFERED_AFTER: u64 = 64 << 10;
 /// Legitimate RPCs that must complete during the flood and after it.
 const MIN_LEGIT: u64 = 10;
+/// Control packets (anything but DATA) the server may send while the flood
+/// lasts, per spoofed packet: nothing is owed to a peer that never showed
+/// it hears us (before, each spoofed packet drew a RESEND and a CUTOFFS).
+const MAX_CONTROL_PER_SPOOFED: f64 = 0.05;
 
 #[test]
 fn spoofed_first_data_flood_is_bounded_and_forgotten() {
@@ -43,7 +47,18 @@ fn spoofed_first_data_flood_is_bounded_and_forgotten() {
     let rss_before = target.memory().expect("memory").rss_kib;
     let monitor = Monitor::start(target.clone(), Duration::from_millis(50));
     let legit_before = legit.completed();
+    let control_sent = || -> u64 {
+        let by_type = target.stats().expect("stats").sent_by_type();
+        assert!(!by_type.is_empty(), "the server's metrics lack `sent`");
+        by_type
+            .iter()
+            .filter(|(t, _)| t != "Data")
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let control_before = control_sent();
     let (sent, _, _) = send_flood(&env, target.addr_v4(), RATE, PACKETS, false).expect("flood");
+    let control_during = control_sent() - control_before;
     let legit_during = legit.completed() - legit_before;
     let peaks = monitor.finish();
     let hwm = target.memory().expect("memory").hwm_kib;
@@ -115,4 +130,9 @@ fn spoofed_first_data_flood_is_bounded_and_forgotten() {
          (at least {MIN_LEGIT} each)"
     );
     assert_eq!(legit.wrong(), 0, "a legitimate client got wrong bytes");
+    assert!(
+        control_during as f64 <= MAX_CONTROL_PER_SPOOFED * sent as f64,
+        "the server sent {control_during} control packets during a flood of {sent} spoofed \
+         packets (bound {MAX_CONTROL_PER_SPOOFED} per packet)"
+    );
 }

@@ -365,6 +365,7 @@ impl Transport for HomaHost {
             ("cutoffs_sent", m.cutoffs_sent),
             ("cutoff_updates", m.cutoff_updates),
             ("acks_sent", m.acks_sent),
+            ("ack_packets_sent", m.sent.packets_of(PacketType::Ack)),
             ("need_acks_sent", m.sent.packets_of(PacketType::NeedAck)),
             ("timeouts", m.timeouts),
             ("incast_requests", m.incast_requests),
