@@ -84,9 +84,31 @@ pub fn bucket_of(bounds: &[u64], size: u64) -> usize {
     bounds.partition_point(|&b| b < size).min(bounds.len() - 1)
 }
 
+/// Cuts `n` ranked samples into at most `k` groups of (nearly) equal count:
+/// the half-open index ranges `[b·n/k, (b+1)·n/k)`, empty ones left out
+/// (the spectra's x axis: each group is an equal share of the messages).
+pub fn equal_count_ranges(n: usize, k: usize) -> Vec<(usize, usize)> {
+    let k = k.min(n.max(1));
+    (0..k)
+        .map(|b| (b * n / k, (b + 1) * n / k))
+        .filter(|(lo, hi)| hi > lo)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_count_ranges_cover_every_sample_once() {
+        assert_eq!(equal_count_ranges(10, 3), vec![(0, 3), (3, 6), (6, 10)]);
+        assert_eq!(equal_count_ranges(2, 5), vec![(0, 1), (1, 2)]);
+        assert_eq!(equal_count_ranges(0, 5), Vec::<(usize, usize)>::new());
+        let r = equal_count_ranges(1_000, 20);
+        assert_eq!(r.len(), 20);
+        assert!(r.windows(2).all(|w| w[0].1 == w[1].0));
+        assert_eq!((r[0].0, r[19].1), (0, 1_000));
+    }
 
     #[test]
     fn size_classes_follow_the_thesis() {

@@ -738,14 +738,8 @@ impl<P: Protocol + Clone> Simulation<P> {
         }
         measured.sort_by_key(|a| (a.0, a.1));
         let n = measured.len();
-        let k = self.scenario.buckets.min(n.max(1));
-        let mut buckets = Vec::with_capacity(k);
-        for b in 0..k {
-            let lo = b * n / k;
-            let hi = (b + 1) * n / k;
-            if hi <= lo {
-                continue;
-            }
+        let mut buckets = Vec::with_capacity(self.scenario.buckets);
+        for (lo, hi) in homa_measure::buckets::equal_count_ranges(n, self.scenario.buckets) {
             let slice = &measured[lo..hi];
             buckets.push(Bucket {
                 percentile_lo: lo as f64 / n as f64,
@@ -856,14 +850,16 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 33)
 }
 
-/// Mean, median, 99th percentile (nearest rank) and maximum.
+/// Mean, median, 99th percentile and maximum (quantiles by
+/// [`homa_measure::quantile::nearest_rank`], the project's one definition).
 fn stats(values: impl Iterator<Item = f64>) -> SlowdownStats {
+    use homa_measure::quantile::nearest_rank;
     let mut v: Vec<f64> = values.collect();
     if v.is_empty() {
         return SlowdownStats::default();
     }
     v.sort_by(|a, b| a.total_cmp(b));
-    let rank = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    let rank = |q: f64| nearest_rank(&v, q).expect("not empty");
     SlowdownStats {
         count: v.len() as u64,
         mean: v.iter().sum::<f64>() / v.len() as f64,
@@ -873,22 +869,11 @@ fn stats(values: impl Iterator<Item = f64>) -> SlowdownStats {
     }
 }
 
-/// Builds and runs `scenario` with the protocol it names.
+/// Builds and runs `scenario` with the protocol it names (the registry's
+/// [`crate::protocols::run`]).
 pub fn run_scenario(
     scenario: &Scenario,
     progress: Option<Progress<'_>>,
 ) -> Result<RunReport, SimError> {
-    use crate::scenario::ProtocolChoice;
-    match scenario.protocol {
-        ProtocolChoice::Homa => {
-            let p = crate::homa::Homa::new(scenario.homa.clone());
-            Ok(Simulation::new(scenario.clone(), &p)?.run(progress))
-        }
-        ProtocolChoice::Pfabric => {
-            let p = crate::pfabric::PFabric {
-                config: scenario.pfabric.clone(),
-            };
-            Ok(Simulation::new(scenario.clone(), &p)?.run(progress))
-        }
-    }
+    crate::protocols::run(scenario, progress)
 }
