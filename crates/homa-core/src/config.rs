@@ -3,11 +3,87 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+/// Which receiver-driven design an endpoint runs. Both run on the same
+/// core (RPCs, reassembly, loss recovery, every bound against hostile
+/// input); they differ in their policies (`crate::policy`). Endpoints of
+/// different designs that meet fail the RPC with
+/// [`crate::RpcError::DesignMismatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Design {
+    /// Homa: unscheduled RTTbytes, SRPT grants with controlled
+    /// overcommitment, 8 priority levels (Linux-compatible on the wire).
+    #[default]
+    Homa,
+    /// SIRD (seed 001): credit from a per-receiver bucket shared among
+    /// senders by two AIMD loops (sender congestion bit and ECN), no
+    /// priorities needed.
+    Sird,
+}
+
+/// SIRD's parameters (seed 001, Tables 1–2). Sizes in bytes; the defaults
+/// follow from the link's BDP ([`Config::set_rtt_bytes`]): UnschT = 1×BDP,
+/// B = 1.5×BDP, SThr = 0.5×BDP, per-sender buckets up to 1×BDP.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SirdConfig {
+    /// UnschT: messages up to this size send min(BDP, size) unscheduled;
+    /// larger ones send nothing before credit.
+    pub unsched_threshold: u32,
+    /// B: the receiver's cap on credited-but-not-received bytes.
+    pub bucket: u32,
+    /// SThr: a sender holding at least this much unspent credit over all
+    /// receivers sets `csn` on its DATA. `u32::MAX` turns informed
+    /// overcommitment off (the paper's SThr = ∞).
+    pub sender_threshold: u32,
+    /// Largest per-sender bucket (the AIMD loops' ceiling and start).
+    pub sender_bucket_max: u32,
+    /// Smallest per-sender bucket (the AIMD loops' floor); at least one
+    /// packet, or a congested sender would be starved.
+    pub sender_bucket_min: u32,
+    /// DCTCP gain g of both AIMD loops (‰; the paper's DCTCP uses 0.08).
+    pub dctcp_gain: u32,
+    /// Pace credit to the downlink's rate (`link_mbps`), so that credited
+    /// data arrives no faster than the link drains it.
+    pub pace_credit: bool,
+    /// Share (‰) of a sender's data packets that go round-robin across its
+    /// receivers rather than to the shortest message, so every receiver
+    /// keeps seeing feedback (the paper: 50%).
+    pub fair_share: u32,
+    /// Use two priority levels: control packets and unscheduled prefixes
+    /// above scheduled data (the paper's simulations). Off: one level.
+    pub priorities: bool,
+}
+
+impl Default for SirdConfig {
+    fn default() -> Self {
+        Config::default().sird
+    }
+}
+
+impl SirdConfig {
+    /// The paper's multiples of the bandwidth-delay product `bdp`
+    /// (`payload`: bytes per packet, the floor of a per-sender bucket).
+    pub fn set_bdp(&mut self, bdp: u32, payload: u32) {
+        self.unsched_threshold = bdp;
+        self.bucket = bdp.saturating_add(bdp / 2);
+        if self.sender_threshold != u32::MAX {
+            self.sender_threshold = bdp / 2;
+        }
+        self.sender_bucket_max = bdp;
+        self.sender_bucket_min = payload.min(bdp).max(1);
+    }
+}
+
 /// Every tunable of the protocol core. Times are in nanoseconds, sizes in
 /// bytes, fractions in thousandths.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// The receiver-driven design: Homa (default) or SIRD.
+    pub design: Design,
+    /// SIRD's parameters (used when `design` is SIRD).
+    pub sird: SirdConfig,
     /// Largest IP packet the path carries (bytes, IP header included).
     pub mtu: u32,
     /// Bytes of headers below Homa in each packet: 20 for raw IPv4, 28 for
@@ -113,6 +189,18 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            design: Design::Homa,
+            sird: SirdConfig {
+                unsched_threshold: 40_000,
+                bucket: 60_000,
+                sender_threshold: 20_000,
+                sender_bucket_max: 40_000,
+                sender_bucket_min: 1_416,
+                dctcp_gain: 80,
+                pace_credit: true,
+                fair_share: 500,
+                priorities: true,
+            },
             mtu: 1500,
             lower_header_bytes: 28,
             max_message_size: 1_000_000,
@@ -234,6 +322,8 @@ impl Config {
         // incoming message (found in the simulator on W7).
         self.fifo_grant_increment = bytes.clamp(1, base.fifo_grant_increment);
         self.max_incoming = bytes.saturating_mul(self.max_overcommit + 2);
+        let payload = self.max_payload();
+        self.sird.set_bdp(bytes, payload);
     }
 
     /// Longest a silent peer is given before an RPC with it is given up
@@ -254,9 +344,14 @@ impl Config {
             .saturating_sub(homa_wire::DATA_HEADER_LEN as u32)
     }
 
-    /// The highest priority level in use; control packets go there.
+    /// The highest priority level in use; control packets go there. (SIRD
+    /// uses at most two levels: 1 with `sird.priorities`, else 0.)
     pub fn top_priority(&self) -> u8 {
-        self.num_priorities.saturating_sub(1)
+        let top = self.num_priorities.saturating_sub(1);
+        match self.design {
+            Design::Homa => top,
+            Design::Sird => top.min(self.sird.priorities as u8),
+        }
     }
 
     /// Checks that the parameters fit together.
@@ -306,6 +401,28 @@ impl Config {
         }
         if self.tick_ns == 0 {
             return err("tick_ns must be at least 1".into());
+        }
+        if self.design == Design::Sird {
+            let d = &self.sird;
+            if d.sender_bucket_min == 0 || d.sender_bucket_min > d.sender_bucket_max {
+                return err(format!(
+                    "sird.sender_bucket_min ({}) must be at least 1 and at most sird.sender_bucket_max ({})",
+                    d.sender_bucket_min, d.sender_bucket_max
+                ));
+            }
+            if d.bucket < self.max_payload() {
+                return err(format!(
+                    "sird.bucket ({}) must hold at least one packet ({} bytes)",
+                    d.bucket,
+                    self.max_payload()
+                ));
+            }
+            if d.dctcp_gain == 0 || d.dctcp_gain > 1000 || d.fair_share > 1000 {
+                return err(format!(
+                    "sird.dctcp_gain must be 1..=1000 and sird.fair_share 0..=1000 (thousandths; got {} and {})",
+                    d.dctcp_gain, d.fair_share
+                ));
+            }
         }
         if self.fifo_grant_fraction > 500 || self.pacer_fifo_fraction > 500 {
             return err(format!(

@@ -70,6 +70,10 @@ pub enum RpcError {
         /// `Config::max_message_size`.
         max: u32,
     },
+    /// The peer runs another receiver-driven design (Homa vs SIRD), so
+    /// neither can schedule the other's messages.
+    #[error("the peer runs another transport design (Homa vs SIRD); set the same `design` on both ends")]
+    DesignMismatch,
 }
 
 /// Misuse of the core's API.

@@ -61,7 +61,7 @@ pub mod rpc;
 pub mod srpt;
 pub mod timers;
 
-pub use config::{Config, ConfigError, Link};
+pub use config::{Config, ConfigError, Design, Link, SirdConfig};
 pub use endpoint::{Endpoint, RpcSnapshot, Transmit};
 pub use event::{Error, Event, RpcError, RpcId};
 pub use message::Message;

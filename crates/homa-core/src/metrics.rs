@@ -132,6 +132,9 @@ pub struct Metrics {
     pub need_ack_gave_up: u64,
     /// Timer rounds put off to the next tick by the per-peer limit.
     pub timer_rounds_deferred: u64,
+    /// DATA from a peer of the other design (Homa vs SIRD), and MISMATCH
+    /// answers that ended an RPC.
+    pub design_mismatches: u64,
     /// First packets of new requests from unproven peers dropped unread
     /// while the driver was backlogged (see
     /// `Config::backlog_unproven_per_tick`).

@@ -62,7 +62,11 @@ pub struct OutMessage {
     retransmit_budget: u64,
     /// Creation order, for the pacer's FIFO share and tie-breaking.
     pub seq: u64,
-    empty_sent: bool,
+    /// A packet of this message went out. A message with no unscheduled
+    /// bytes (empty, or a SIRD message above UnschT) first sends one DATA
+    /// packet without payload: it is the whole message, or the request for
+    /// credit that makes the receiver aware of it.
+    announced: bool,
 }
 
 impl OutMessage {
@@ -90,21 +94,19 @@ impl OutMessage {
             sched_priority: 0,
             resend: VecDeque::new(),
             seq,
-            empty_sent: false,
+            announced: false,
         }
     }
 
     /// Something can be sent now.
     pub fn has_sendable(&self) -> bool {
-        !self.resend.is_empty()
-            || self.next_offset < self.granted
-            || (self.length == 0 && !self.empty_sent)
+        !self.resend.is_empty() || self.next_offset < self.granted || !self.announced
     }
 
     /// Every byte has been sent at least once.
     pub fn all_sent(&self) -> bool {
         if self.length == 0 {
-            self.empty_sent
+            self.announced
         } else {
             self.next_offset >= self.length
         }
@@ -112,7 +114,13 @@ impl OutMessage {
 
     /// Every byte we may send has been sent (we wait for grants or are done).
     pub fn granted_all_sent(&self) -> bool {
-        self.next_offset >= self.granted && (self.length > 0 || self.empty_sent)
+        self.next_offset >= self.granted && self.announced
+    }
+
+    /// Scheduled bytes granted and not sent yet (credit held).
+    pub fn unspent_credit(&self) -> u32 {
+        self.granted
+            .saturating_sub(self.next_offset.max(self.unsched_limit))
     }
 
     /// Bytes never sent; the sender's SRPT key.
@@ -144,11 +152,8 @@ impl OutMessage {
         if let Some(&(start, end, _)) = self.resend.front() {
             return Some((end - start).min(max_payload));
         }
-        if self.length == 0 {
-            return (!self.empty_sent).then_some(0);
-        }
         if self.next_offset >= self.granted {
-            return None;
+            return (!self.announced).then_some(0);
         }
         Some((self.granted - self.next_offset).min(max_payload))
     }
@@ -167,11 +172,11 @@ impl OutMessage {
                 retransmit: true,
             });
         }
-        if self.length == 0 {
-            if self.empty_sent {
+        if self.next_offset >= self.granted {
+            if self.announced {
                 return None;
             }
-            self.empty_sent = true;
+            self.announced = true;
             return Some(Chunk {
                 offset: 0,
                 len: 0,
@@ -179,9 +184,7 @@ impl OutMessage {
                 retransmit: false,
             });
         }
-        if self.next_offset >= self.granted {
-            return None;
-        }
+        self.announced = true;
         let offset = self.next_offset;
         let len = (self.granted - offset).min(max_payload);
         self.next_offset += len;
@@ -220,10 +223,10 @@ impl OutMessage {
         priority: u8,
     ) -> ResendOutcome {
         if self.length == 0 {
-            if !self.empty_sent {
+            if !self.announced {
                 return ResendOutcome::NotSentYet;
             }
-            self.empty_sent = false;
+            self.announced = false;
             return ResendOutcome::Queued;
         }
         let end = offset.saturating_add(length).min(self.length);
@@ -266,7 +269,7 @@ impl OutMessage {
         self.resend.clear();
         self.next_offset = self.length;
         self.granted = self.length;
-        self.empty_sent = true;
+        self.announced = true;
     }
 
     /// Starts over as if never sent (the receiver lost all state).
@@ -275,7 +278,7 @@ impl OutMessage {
         self.served.clear();
         self.next_offset = 0;
         self.granted = self.unsched_limit;
-        self.empty_sent = false;
+        self.announced = false;
     }
 }
 

@@ -126,6 +126,9 @@ pub struct Rpc {
     pub incast: bool,
     /// Current key in the sender's SRPT queue.
     pub sendable: Option<srpt::Key>,
+    /// Scheduled credit of the outgoing message counted in the sender's
+    /// total (bytes granted, not sent).
+    pub credit: u32,
     /// Current key in the receiver's grant queue.
     pub grantable: Option<srpt::Key>,
     /// Current key in the table of partly received requests (server).
@@ -144,6 +147,7 @@ impl Rpc {
             slot: None,
             incast: false,
             sendable: None,
+            credit: 0,
             grantable: None,
             embryo: None,
         }

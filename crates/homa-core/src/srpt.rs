@@ -132,6 +132,14 @@ impl PeerSrptQueue {
         self.by_age.iter().map(|&(_, id)| id)
     }
 
+    /// `peer`'s best RPC, if it has any.
+    pub fn best_of(&self, peer: SocketAddr) -> Option<RpcId> {
+        self.by_peer
+            .get(&peer)
+            .and_then(|s| s.first())
+            .map(|&(_, _, id)| id)
+    }
+
     /// True when nothing is queued.
     pub fn is_empty(&self) -> bool {
         self.heads.is_empty()

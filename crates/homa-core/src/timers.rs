@@ -22,6 +22,8 @@ pub enum Timer {
     PeerSweep,
     /// Recompute the unscheduled cutoffs from the sizes seen.
     Cutoffs,
+    /// The receiver policy asked to decide again (e.g. paced credit).
+    Policy,
 }
 
 /// Deadlines of all timers.

@@ -174,6 +174,7 @@ fn packet_type() -> impl Strategy<Value = PacketType> {
         1 => Just(PacketType::Freeze),
         1 => Just(PacketType::NeedAck),
         2 => Just(PacketType::Ack),
+        1 => Just(PacketType::Mismatch),
     ]
 }
 
@@ -424,6 +425,7 @@ impl Run {
                 version: s.cutoff_version,
             },
             PacketType::Freeze => Body::Freeze,
+            PacketType::Mismatch => Body::Mismatch,
             PacketType::NeedAck => Body::NeedAck,
             PacketType::Ack => Body::Ack {
                 acks: s.acks.iter().collect::<AckList>(),

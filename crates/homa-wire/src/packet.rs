@@ -37,6 +37,14 @@ pub const CUTOFF_UNLIMITED: u32 = 0x7FFF_FFFF;
 /// unscheduled prefix (incast control). This is an extension: Linux Homa
 /// writes zero there and ignores the byte, so both directions stay compatible.
 pub const DATA_FLAG_INCAST: u8 = 0x01;
+/// Bit in the same byte: the sender runs SIRD (credit-scheduled), not Homa.
+/// A receiver of the other design answers [`PacketType::Mismatch`]. Linux
+/// never sets it, so Homa mode stays byte-for-byte Linux-compatible.
+pub const DATA_FLAG_SIRD: u8 = 0x02;
+/// Bit in the same byte: SIRD's congested-sender notification (`sird.csn`):
+/// the sender holds at least its threshold of unspent credit over all
+/// receivers.
+pub const DATA_FLAG_CSN: u8 = 0x04;
 
 // Header offsets shared by emit and parse.
 const OFF_SPORT: usize = 0;
@@ -76,13 +84,16 @@ pub enum PacketType {
     NeedAck = 0x17,
     /// Client to server: these RPCs are finished.
     Ack = 0x18,
+    /// "I run another receiver-driven design (Homa vs SIRD): this RPC
+    /// cannot proceed." An extension (Linux never sends it and drops it).
+    Mismatch = 0x1f,
 }
 
 impl PacketType {
     /// Number of packet types. Adding a variant to [`PacketType`] forces
     /// [`PacketType::index`] (an exhaustive match) to be extended, and the
     /// length of [`PacketType::ALL`] must then be raised with this count.
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
 
     /// Every packet type, in code order.
     pub const ALL: [PacketType; Self::COUNT] = [
@@ -95,6 +106,7 @@ impl PacketType {
         PacketType::Freeze,
         PacketType::NeedAck,
         PacketType::Ack,
+        PacketType::Mismatch,
     ];
 
     /// The type with this code, if any.
@@ -119,6 +131,7 @@ impl PacketType {
             PacketType::Freeze => 6,
             PacketType::NeedAck => 7,
             PacketType::Ack => 8,
+            PacketType::Mismatch => 9,
         }
     }
 
@@ -134,6 +147,7 @@ impl PacketType {
             PacketType::Freeze => "FREEZE",
             PacketType::NeedAck => "NEED_ACK",
             PacketType::Ack => "ACK",
+            PacketType::Mismatch => "MISMATCH",
         }
     }
 
@@ -148,7 +162,8 @@ impl PacketType {
             PacketType::RpcUnknown
             | PacketType::Busy
             | PacketType::Freeze
-            | PacketType::NeedAck => COMMON_HEADER_LEN,
+            | PacketType::NeedAck
+            | PacketType::Mismatch => COMMON_HEADER_LEN,
         }
     }
 
@@ -340,6 +355,8 @@ pub enum Body<'a> {
     Freeze,
     /// Please acknowledge this RPC's response.
     NeedAck,
+    /// The receiver runs another design (see [`PacketType::Mismatch`]).
+    Mismatch,
     /// These RPCs are finished.
     Ack {
         /// The acknowledgements.
@@ -356,6 +373,7 @@ impl Body<'_> {
             Body::Resend { .. } => PacketType::Resend,
             Body::RpcUnknown => PacketType::RpcUnknown,
             Body::Busy => PacketType::Busy,
+            Body::Mismatch => PacketType::Mismatch,
             Body::Cutoffs { .. } => PacketType::Cutoffs,
             Body::Freeze => PacketType::Freeze,
             Body::NeedAck => PacketType::NeedAck,
@@ -439,6 +457,7 @@ impl<'a> Packet<'a> {
             },
             PacketType::RpcUnknown => Body::RpcUnknown,
             PacketType::Busy => Body::Busy,
+            PacketType::Mismatch => Body::Mismatch,
             PacketType::Cutoffs => {
                 let mut cutoffs = [0u32; MAX_PRIORITIES];
                 for (i, c) in cutoffs.iter_mut().enumerate() {
@@ -507,7 +526,7 @@ impl<'a> Packet<'a> {
                 out.put_u32(*length);
                 out.put_u8(*priority);
             }
-            Body::RpcUnknown | Body::Busy | Body::Freeze | Body::NeedAck => {}
+            Body::RpcUnknown | Body::Busy | Body::Freeze | Body::NeedAck | Body::Mismatch => {}
             Body::Cutoffs { cutoffs, version } => {
                 for c in cutoffs {
                     out.put_u32(*c);

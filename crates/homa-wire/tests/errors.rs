@@ -56,6 +56,7 @@ fn sample_packets() -> Vec<Packet<'static>> {
         Body::Freeze,
         Body::NeedAck,
         Body::Ack { acks },
+        Body::Mismatch,
     ];
     bodies
         .into_iter()
@@ -190,8 +191,9 @@ fn unknown_type_codes() {
         assert_eq!(e.packet_type(), None);
         assert_eq!(e.to_string(), format!("unknown packet type 0x{code:02x}"));
     }
-    // Every code outside 0x10..=0x18 is unknown, even with a bare common header.
-    for code in (0..=255u8).filter(|c| !(0x10..=0x18).contains(c)) {
+    // Every code outside 0x10..=0x18 and our 0x1f is unknown, even with a
+    // bare common header.
+    for code in (0..=255u8).filter(|c| !(0x10..=0x18).contains(c) && *c != 0x1f) {
         bytes[11] = code;
         assert_eq!(
             err(&bytes[..COMMON_HEADER_LEN]),

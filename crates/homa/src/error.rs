@@ -13,6 +13,9 @@ pub enum Error {
     /// The peer stopped answering; the RPC will never complete.
     #[error("the peer is not responding (presumed dead)")]
     PeerDead,
+    /// The peer runs the other transport design (Homa vs SIRD).
+    #[error("the peer runs another transport design (Homa vs SIRD); set the same `design` on both ends")]
+    DesignMismatch,
     /// The message exceeds the configured maximum.
     #[error("message of {len} bytes exceeds the maximum of {max} bytes")]
     MessageTooLong {
@@ -75,6 +78,7 @@ impl From<homa_core::RpcError> for Error {
     fn from(e: homa_core::RpcError) -> Error {
         match e {
             homa_core::RpcError::PeerDead => Error::PeerDead,
+            homa_core::RpcError::DesignMismatch => Error::DesignMismatch,
             homa_core::RpcError::ResponseTooLong { len, max } => {
                 Error::ResponseTooLong { len, max }
             }

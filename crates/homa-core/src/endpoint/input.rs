@@ -2,7 +2,7 @@
 //! this endpoint sent or granted; a packet that fails a check is counted
 //! and dropped, and a refused packet leaves no state behind.
 
-use super::Endpoint;
+use super::{Endpoint, PacketMeta};
 use crate::config::RPC_MEMORY_CHARGE;
 use crate::event::{Event, RpcError, RpcId};
 use crate::incoming::{InMessage, Refused};
@@ -11,127 +11,24 @@ use crate::rpc::{Phase, Rpc};
 use crate::timers::Timer;
 use crate::Nanos;
 use bytes::Bytes;
+use crate::policy::DataSignal;
+use crate::Design;
 use homa_wire::{
-    AckEntry, AckList, Body, DataHeader, Packet, DATA_FLAG_INCAST, MAX_ACKS, RESEND_ALL,
+    AckEntry, AckList, Body, DataHeader, Packet, DATA_FLAG_CSN, DATA_FLAG_INCAST,
+    DATA_FLAG_SIRD, MAX_ACKS, RESEND_ALL,
 };
 use std::net::{IpAddr, SocketAddr};
 use tracing::{debug, trace};
 
 impl Endpoint {
-    /// Processes one received packet from `src` (the sender's IP address;
-    /// its port is in the Homa header). DATA bytes are copied out of `data`.
-    /// Malformed and invalid packets are counted and dropped.
-    pub fn handle_packet(&mut self, now: Nanos, src: IpAddr, data: &[u8]) {
-        match Packet::parse(data) {
-            Ok(p) => {
-                let payload = match &p.body {
-                    Body::Data { payload, .. } => Bytes::copy_from_slice(payload),
-                    _ => Bytes::new(),
-                };
-                self.dispatch(now, src, p, payload, data.len());
-            }
-            Err(e) => self.malformed(src, &e),
-        }
-    }
-
-    /// Like [`Endpoint::handle_packet`], for a driver that has more packets
-    /// waiting than it could take in one go (its socket did not drain). A
-    /// first packet of a new request from a peer that has never shown it
-    /// hears us is then admitted only within
-    /// `Config::backlog_unproven_per_tick`; beyond it, it is dropped after
-    /// a look at its header (counted), so a flood of spoofed first packets
-    /// costs little more than reading it, and the packets of known peers
-    /// and RPCs among it keep their service. (Such a request's client
-    /// restarts it when it probes and hears RPC_UNKNOWN.)
-    pub fn handle_packet_backlogged(&mut self, now: Nanos, src: IpAddr, data: &[u8]) {
-        if self.shed_unproven_start(now, src, data) {
-            self.metrics.shed_unproven_requests += 1;
-            return;
-        }
-        self.handle_packet(now, src, data);
-    }
-
-    /// True if `data` is the start of a new request from an unproven peer
-    /// and this tick's admissions for such are used up (else counts it).
-    fn shed_unproven_start(&mut self, now: Nanos, src: IpAddr, data: &[u8]) -> bool {
-        let Some(c) = homa_wire::CommonHeader::peek_data(data) else {
-            return false;
-        };
-        if c.sender_id & 1 != 0 || c.dport != self.local.port() {
-            return false;
-        }
-        let peer = SocketAddr::new(src, c.sport);
-        let id = RpcId {
-            peer,
-            id: c.sender_id ^ 1,
-        };
-        if self.rpcs.contains_key(&id) || self.peers.get(&peer).is_some_and(|p| p.proven) {
-            return false;
-        }
-        let tick = self.tick(now);
-        let (t, n) = &mut self.receiver.unproven_admitted;
-        if *t != tick {
-            (*t, *n) = (tick, 0);
-        }
-        if *n >= self.config.backlog_unproven_per_tick {
-            return true;
-        }
-        *n += 1;
-        false
-    }
-
-    /// Like [`Endpoint::handle_packet`], but DATA bytes are kept as slices
-    /// of `data` (no copy) until the message is delivered.
-    pub fn handle_packet_bytes(&mut self, now: Nanos, src: IpAddr, data: Bytes) {
-        match Packet::parse(&data) {
-            Ok(p) => {
-                let payload = match &p.body {
-                    Body::Data { payload, .. } if !payload.is_empty() => data.slice_ref(payload),
-                    _ => Bytes::new(),
-                };
-                self.dispatch(now, src, p, payload, data.len());
-            }
-            Err(e) => self.malformed(src, &e),
-        }
-    }
-
-    /// Like [`Endpoint::handle_packet_bytes`] for a packet that comes as a
-    /// Homa header and, for DATA, the message bytes separately (as a
-    /// [`super::Transmit`] carries it): `header` holds the whole header,
-    /// `payload` the bytes after it.
-    pub fn handle_packet_parts(&mut self, now: Nanos, src: IpAddr, header: &[u8], payload: Bytes) {
-        match Packet::parse(header) {
-            Ok(p) => {
-                let payload = match &p.body {
-                    Body::Data {
-                        payload: inline, ..
-                    } if payload.is_empty() => Bytes::copy_from_slice(inline),
-                    Body::Data { payload: &[], .. } => payload,
-                    _ if payload.is_empty() => Bytes::new(),
-                    _ => {
-                        self.metrics.malformed_dropped += 1;
-                        return;
-                    }
-                };
-                let len = header.len() + payload.len();
-                self.dispatch(now, src, p, payload, len);
-            }
-            Err(e) => self.malformed(src, &e),
-        }
-    }
-
-    fn malformed(&mut self, src: IpAddr, e: &homa_wire::WireError) {
-        self.metrics.malformed_dropped += 1;
-        debug!(%src, error = %e, "malformed packet dropped");
-    }
-
-    fn dispatch(
+    pub(super) fn dispatch(
         &mut self,
         now: Nanos,
         src: IpAddr,
         packet: Packet<'_>,
         payload: Bytes,
         len: usize,
+        meta: PacketMeta,
     ) {
         self.metrics.received.count(packet.packet_type(), len);
         if matches!(packet.body, Body::Data { .. }) {
@@ -160,7 +57,7 @@ impl Endpoint {
         }
         let top = self.config.top_priority();
         match packet.body {
-            Body::Data { header, .. } => self.handle_data(now, id, &header, payload),
+            Body::Data { header, .. } => self.handle_data(now, id, &header, payload, meta),
             Body::Grant { offset, priority } => {
                 self.handle_grant(now, id, offset, priority.min(top))
             }
@@ -183,6 +80,7 @@ impl Endpoint {
                 None => self.metrics.unknown_rpc_packets += 1,
             },
             Body::Freeze => {}
+            Body::Mismatch => self.handle_mismatch(now, id),
             Body::NeedAck => self.handle_need_ack(now, id),
             Body::Ack { acks } => {
                 if packet.common.sender_id & 1 == 0 && packet.common.sender_id != 0 {
@@ -207,9 +105,25 @@ impl Endpoint {
         }
     }
 
-    fn handle_data(&mut self, now: Nanos, id: RpcId, h: &DataHeader, payload: Bytes) {
+    fn handle_data(
+        &mut self,
+        now: Nanos,
+        id: RpcId,
+        h: &DataHeader,
+        payload: Bytes,
+        meta: PacketMeta,
+    ) {
         if h.offset as u64 + payload.len() as u64 > h.message_length as u64 {
             self.metrics.invalid_dropped += 1;
+            return;
+        }
+        let sird = h.flags & DATA_FLAG_SIRD != 0;
+        if sird != (self.config.design == Design::Sird) {
+            // The sender runs the other design: neither can schedule the
+            // other's messages. Say so (one small packet per packet, like
+            // RPC_UNKNOWN) and keep nothing.
+            self.metrics.design_mismatches += 1;
+            self.queue_control(id, Body::Mismatch);
             return;
         }
         if id.is_client() {
@@ -282,8 +196,17 @@ impl Endpoint {
         if proven && self.config.fast_resend_packets > 0 && !complete && added.new > 0 {
             self.fast_resend(id);
         }
-        self.receiver.policy.on_received(now, added.new);
-        if proven || complete {
+        self.receiver.policy.on_data(
+            now,
+            &DataSignal {
+                id,
+                bytes: added.new + added.duplicate,
+                new_bytes: added.new,
+                csn: h.flags & DATA_FLAG_CSN != 0,
+                ce: meta.ce,
+            },
+        );
+        if (proven || complete) && self.config.design == Design::Homa {
             self.maybe_send_cutoffs(now, id, h.cutoff_version);
         }
         if complete {
@@ -611,6 +534,23 @@ impl Endpoint {
             }
         }
         self.after_change(now, id);
+    }
+
+    /// The peer runs the other design (Homa vs SIRD): a client RPC fails
+    /// with a clear error; a server RPC is dropped.
+    fn handle_mismatch(&mut self, now: Nanos, id: RpcId) {
+        if !self.rpcs.contains_key(&id) {
+            self.metrics.unknown_rpc_packets += 1;
+            return;
+        }
+        self.metrics.design_mismatches += 1;
+        if id.is_client() {
+            self.fail_client_rpc(now, id, RpcError::DesignMismatch);
+        } else {
+            self.remove_rpc(now, id);
+            self.metrics.server_rpcs_discarded += 1;
+        }
+        self.schedule_grants(now);
     }
 
     fn handle_unknown(&mut self, now: Nanos, id: RpcId) {

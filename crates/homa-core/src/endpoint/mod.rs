@@ -16,6 +16,7 @@
 //! [`timer`] for timeouts, [`diag`] for diagnostics.
 
 mod diag;
+mod ingress;
 mod input;
 mod output;
 mod receiver;
@@ -23,6 +24,7 @@ mod sender;
 mod timer;
 
 pub use diag::RpcSnapshot;
+pub use ingress::PacketMeta;
 pub use output::Transmit;
 
 use crate::ack::AckMemory;
@@ -32,11 +34,12 @@ use crate::metrics::Metrics;
 use crate::outgoing::OutMessage;
 use crate::peer::PeerTable;
 use crate::policy::homa::{HomaReceiver, HomaSender};
+use crate::policy::sird::{SirdReceiver, SirdSender};
 use crate::policy::{ReceiverPolicy, SenderPolicy};
 use crate::priority::unsched_priority;
 use crate::rpc::{Phase, Rpc};
 use crate::timers::{Timer, TimerTable};
-use crate::{incast, Config, ConfigError, Nanos};
+use crate::{incast, Config, ConfigError, Design, Nanos};
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -94,8 +97,17 @@ impl Endpoint {
     /// unpredictable seed (the runtime uses the OS's randomness), or ids can
     /// be guessed and responses forged.
     pub fn new(config: Config, local: SocketAddr, seed: u64) -> Result<Endpoint, ConfigError> {
-        let receiver = Box::new(HomaReceiver::new(&config));
-        let sender = Box::new(HomaSender::new(&config));
+        let (receiver, sender): (Box<dyn ReceiverPolicy>, Box<dyn SenderPolicy>) =
+            match config.design {
+                Design::Homa => (
+                    Box::new(HomaReceiver::new(&config)),
+                    Box::new(HomaSender::new(&config)),
+                ),
+                Design::Sird => (
+                    Box::new(SirdReceiver::new(&config)),
+                    Box::new(SirdSender::new(&config)),
+                ),
+            };
         Endpoint::with_policies(config, local, seed, receiver, sender)
     }
 
@@ -224,8 +236,8 @@ impl Endpoint {
         // We chose to talk to it: not state an attacker made us create.
         peer.proven = true;
         peer.rpcs += 1;
-        let prio = unsched_priority(&peer.cutoffs, len, self.config.num_priorities);
         self.refresh_peer(now, dest);
+        let prio = self.unscheduled_priority(dest, len);
         // Ids are random (even, never 0): a server or an off-path host
         // cannot guess the next one and forge its response.
         let id = loop {
@@ -271,8 +283,7 @@ impl Endpoint {
         let incast = r.incast;
         self.check_length(message.len())?;
         let len = message.len() as u32;
-        let cutoffs = self.peers.get(&rpc.peer).map(|p| p.cutoffs);
-        let prio = cutoffs.map_or(0, |c| unsched_priority(&c, len, self.config.num_priorities));
+        let prio = self.unscheduled_priority(rpc.peer, len);
         let unsched = self
             .sender
             .policy
@@ -398,6 +409,18 @@ impl Endpoint {
         self.grants_due = true;
     }
 
+    /// The priority of the unscheduled bytes of a `len`-byte message to
+    /// `peer`: Homa takes it from the receiver's cutoffs; SIRD sends them
+    /// at its high level.
+    fn unscheduled_priority(&self, peer: SocketAddr, len: u32) -> u8 {
+        match self.config.design {
+            Design::Homa => self.peers.get(&peer).map_or(0, |p| {
+                unsched_priority(&p.cutoffs, len, self.config.num_priorities)
+            }),
+            Design::Sird => self.config.top_priority(),
+        }
+    }
+
     /// Grants to the incoming messages that deserve it now, if anything
     /// changed since the last decision.
     fn decide_grants(&mut self, now: Nanos) {
@@ -423,6 +446,16 @@ impl Endpoint {
                 );
             }
             self.after_change(now, g.id);
+        }
+        // A policy that must decide again at a set time (paced credit) has
+        // one entry in the timer table.
+        let wake = self.receiver.policy.wakeup();
+        if wake != self.receiver.policy_timer {
+            let old = self.receiver.policy_timer.take();
+            self.timers.cancel(Timer::Policy, old);
+            if let Some(at) = wake {
+                self.receiver.policy_timer = Some(self.timers.set(Timer::Policy, None, at));
+            }
         }
     }
 }

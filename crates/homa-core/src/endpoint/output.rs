@@ -132,7 +132,8 @@ impl Endpoint {
             ack,
             cutoff_version,
             retransmit: chunk.retransmit,
-            flags: if incast { DATA_FLAG_INCAST } else { 0 },
+            flags: self.sender.policy.data_flags(self.sender.unspent_credit)
+                | if incast { DATA_FLAG_INCAST } else { 0 },
             offset: chunk.offset,
         };
         let common = CommonHeader {

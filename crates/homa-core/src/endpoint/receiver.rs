@@ -22,6 +22,8 @@ pub(super) struct Receiver {
     sampler: SizeSampler,
     /// When the cutoffs are next recomputed, if a timer is filed.
     pub cutoffs_timer: Option<Nanos>,
+    /// When the policy asked to decide again, if a timer is filed.
+    pub policy_timer: Option<Nanos>,
     /// Granted-but-unreceived bytes over all incoming messages.
     pub outstanding: u64,
     /// Bytes held for incoming messages (received bytes plus a fixed charge
@@ -52,6 +54,7 @@ impl Receiver {
             plan_version: 1,
             sampler: SizeSampler::new(config.cutoff_sample_size as usize),
             cutoffs_timer: None,
+            policy_timer: None,
             outstanding: 0,
             buffered: 0,
             embryos: BTreeSet::new(),
@@ -93,10 +96,12 @@ impl Receiver {
     }
 
     /// What a sender may send of a `length`-byte message before any grant:
-    /// what it claims (`incoming`), but never more than this receiver's
+    /// what it claims (`incoming`), but never more than the policy's
     /// unscheduled allowance.
     pub fn initial_grant(&self, length: u32, claimed: u32) -> u32 {
-        claimed.min(self.unsched_allowance).min(length)
+        claimed
+            .min(self.policy.unscheduled_allowance(length))
+            .min(length)
     }
 
     /// Records the size of a new incoming message.

@@ -24,6 +24,9 @@ pub(super) struct Sender {
     control: VecDeque<Transmit>,
     /// Bytes held in outgoing messages.
     pub buffered: u64,
+    /// Scheduled credit held over all outgoing messages (granted, not
+    /// sent): SIRD's Σ c_r.
+    pub unspent_credit: u64,
 }
 
 impl Sender {
@@ -32,12 +35,16 @@ impl Sender {
             policy,
             control: VecDeque::new(),
             buffered: 0,
+            unspent_credit: 0,
         }
     }
 
     /// Files the RPC's outgoing message with the policy if it has something
     /// to send now.
     pub fn refile(&mut self, id: RpcId, rpc: &mut Rpc) {
+        let credit = rpc.phase.msgout().map_or(0, |m| m.unspent_credit());
+        self.unspent_credit = self.unspent_credit + credit as u64 - rpc.credit as u64;
+        rpc.credit = credit;
         match rpc.phase.msgout().filter(|m| m.has_sendable()) {
             Some(m) => {
                 let key = (m.bytes_left(), m.seq);
@@ -60,6 +67,7 @@ impl Sender {
 
     /// Takes the RPC out of the policy and releases its message's memory.
     pub fn forget(&mut self, id: RpcId, rpc: &mut Rpc) {
+        self.unspent_credit -= std::mem::take(&mut rpc.credit) as u64;
         if rpc.sendable.take().is_some() {
             self.policy.remove(id);
         }

@@ -86,6 +86,10 @@ impl Endpoint {
                     self.peers.sweep(now, self.config.peer_idle_ns);
                     self.arm_sweep(now);
                 }
+                Timer::Policy => {
+                    self.receiver.policy_timer = None;
+                    grants_due = true;
+                }
                 Timer::Cutoffs => {
                     self.receiver.cutoffs_timer = None;
                     if self.receiver.update_cutoffs(&self.config) {

@@ -3,7 +3,8 @@
 //! FIFO share and RTTbytes of unscheduled data at the sender.
 
 use super::{
-    GrantContext, GrantDecision, GrantKind, InView, OutView, ReceiverPolicy, SenderPolicy,
+    DataSignal, GrantContext, GrantDecision, GrantKind, InView, OutView, ReceiverPolicy,
+    SenderPolicy,
 };
 use crate::grant::{self, Candidate, FifoGrants, GrantParams};
 use crate::keyed::KeyedMap;
@@ -20,6 +21,8 @@ pub struct HomaReceiver {
     fifo: FifoGrants,
     queue: PeerSrptQueue,
     messages: KeyedMap<RpcId, (InView, Key)>,
+    /// Unscheduled bytes accepted of any message (RTTbytes, whole packets).
+    allowance: u32,
 }
 
 impl HomaReceiver {
@@ -37,11 +40,16 @@ impl HomaReceiver {
             fifo: FifoGrants::new(config.fifo_grant_fraction, config.fifo_grant_increment),
             queue: PeerSrptQueue::default(),
             messages: KeyedMap::default(),
+            allowance: incast::unsched_limit(config, u32::MAX, false),
         }
     }
 }
 
 impl ReceiverPolicy for HomaReceiver {
+    fn unscheduled_allowance(&self, length: u32) -> u32 {
+        self.allowance.min(length)
+    }
+
     fn update(&mut self, _now: Nanos, m: &InView) {
         if m.granted >= m.length {
             self.remove(m.id);
@@ -59,8 +67,8 @@ impl ReceiverPolicy for HomaReceiver {
         }
     }
 
-    fn on_received(&mut self, _now: Nanos, bytes: u32) {
-        self.fifo.record_received(bytes);
+    fn on_data(&mut self, _now: Nanos, signal: &DataSignal) {
+        self.fifo.record_received(signal.new_bytes);
     }
 
     fn schedule(&mut self, _now: Nanos, ctx: &GrantContext, out: &mut Vec<GrantDecision>) {

@@ -16,7 +16,9 @@
 //! Every call carries `now`. The per-peer state a policy needs (RTT,
 //! windows, link rate) belongs in [`crate::peer::Peer`].
 
+pub mod aimd;
 pub mod homa;
+pub mod sird;
 
 use crate::{Config, Nanos, RpcId};
 use std::fmt::Debug;
@@ -75,20 +77,45 @@ pub struct GrantContext {
     pub sched_levels: u8,
 }
 
+/// What one accepted DATA packet told the receiver, beyond its bytes: the
+/// congestion signals a policy may react to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataSignal {
+    /// The RPC (its `peer` is the sender).
+    pub id: RpcId,
+    /// Payload bytes in the packet (new or not).
+    pub bytes: u32,
+    /// Of those, bytes not received before.
+    pub new_bytes: u32,
+    /// The sender set SIRD's congested-sender bit (`csn`).
+    pub csn: bool,
+    /// The packet arrived with IP ECN "congestion experienced".
+    pub ce: bool,
+}
+
 /// Receiver-side scheduling: which messages get grants.
 pub trait ReceiverPolicy: Debug + Send {
+    /// Bytes of a `length`-byte message its sender may send before any
+    /// grant (the receiver enforces it: a sender's `incoming` claim counts
+    /// only up to this).
+    fn unscheduled_allowance(&self, length: u32) -> u32;
     /// A message that may need grants changed (or appeared). Called after
     /// every change to its `received` or `granted`.
     fn update(&mut self, now: Nanos, m: &InView);
     /// The message is gone or needs no more grants.
     fn remove(&mut self, id: RpcId);
-    /// `bytes` of new message data arrived (any message).
-    fn on_received(&mut self, now: Nanos, bytes: u32);
+    /// A DATA packet of an incoming message was accepted.
+    fn on_data(&mut self, now: Nanos, signal: &DataSignal);
     /// Decides grants now; appends them to `out`. The endpoint applies them
     /// in order and calls [`ReceiverPolicy::update`] for each.
     fn schedule(&mut self, now: Nanos, ctx: &GrantContext, out: &mut Vec<GrantDecision>);
     /// True while some message still needs grants.
     fn has_candidates(&self) -> bool;
+    /// When [`ReceiverPolicy::schedule`] should run again even if nothing
+    /// changes (e.g. credit paced to the link), if ever.
+    fn wakeup(&self) -> Option<Nanos> {
+        None
+    }
 }
 
 /// An outgoing message as a sender policy sees it.
@@ -126,4 +153,11 @@ pub trait SenderPolicy: Debug + Send {
     fn peek(&self) -> Option<RpcId>;
     /// Data packets sent out of the preferred order (for metrics).
     fn out_of_order_packets(&self) -> u64;
+    /// Extension flags for the next DATA packet (`homa_wire::DATA_FLAG_*`),
+    /// given the scheduled credit (granted, not yet sent) held over all
+    /// messages. Homa sets none.
+    fn data_flags(&self, unspent_credit: u64) -> u8 {
+        let _ = unspent_credit;
+        0
+    }
 }

@@ -1,0 +1,383 @@
+//! SIRD's policies (seed 001 §4; notes in docs/protocol-notes.md, "SIRD"):
+//! informed overcommitment at the receiver, credit spending with a fair
+//! share at the sender.
+//!
+//! Receiver (Algorithm 1): scheduled credit is handed out one packet at a
+//! time, SRPT among the senders that may have more, while the credit
+//! outstanding over all senders stays within B and each sender's within
+//! `min(senderBkt, netBkt)` — two AIMD loops per sender, fed by the
+//! sender's `csn` bit and by ECN marks. Credit can be paced to the
+//! downlink's rate. Unscheduled bytes: `min(BDP, size)` for messages up
+//! to UnschT, none for larger ones (they announce themselves with an empty
+//! DATA packet, the credit request).
+//!
+//! Sender (Algorithm 2): spends credit SRPT-first, but a fair share of its
+//! packets goes round-robin across receivers; it sets `csn` on every DATA
+//! packet while the credit it holds over all receivers is at least SThr.
+
+use super::aimd::{Aimd, AimdParams};
+use super::{
+    DataSignal, GrantContext, GrantDecision, GrantKind, InView, OutView, ReceiverPolicy,
+    SenderPolicy,
+};
+use crate::keyed::{KeyedMap, KeyedSet};
+use crate::pacer::Pacer;
+use crate::srpt::{Key, PeerSrptQueue};
+use crate::{Config, Nanos, RpcId};
+use homa_wire::{DATA_FLAG_CSN, DATA_FLAG_SIRD, DATA_HEADER_LEN};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+/// Credit may run this many packets' wire time ahead of the downlink when
+/// paced (a timer that fires a little late does not lose the link).
+const CREDIT_AHEAD_PACKETS: u64 = 2;
+
+/// Unscheduled bytes of a `length`-byte message under SIRD's rule.
+pub fn sird_unscheduled(config: &Config, length: u32) -> u32 {
+    if length <= config.sird.unsched_threshold {
+        length.min(config.unsched_bytes)
+    } else {
+        0
+    }
+}
+
+/// What the receiver knows of one incoming message.
+#[derive(Debug, Clone, Copy)]
+struct Msg {
+    view: InView,
+    key: Key,
+    /// Bytes the sender could send before any credit.
+    unsched: u32,
+}
+
+impl Msg {
+    /// Credit given to this message that has not arrived yet.
+    fn credit_out(&self) -> u32 {
+        self.view
+            .granted
+            .saturating_sub(self.view.received.max(self.unsched))
+    }
+}
+
+/// Per-sender state at the receiver.
+#[derive(Debug, Clone, Copy)]
+struct Sender {
+    /// Credit outstanding to this sender (sb_i).
+    credit: u64,
+    /// senderBkt_i: reacts to `csn`.
+    sender_bkt: Aimd,
+    /// netBkt_i: reacts to ECN CE.
+    net_bkt: Aimd,
+    /// Messages of this sender the policy holds.
+    messages: u32,
+}
+
+impl Sender {
+    fn bucket(&self) -> u64 {
+        self.sender_bkt.budget().min(self.net_bkt.budget()) as u64
+    }
+}
+
+/// SIRD's receiver: informed overcommitment.
+#[derive(Debug)]
+pub struct SirdReceiver {
+    config: Config,
+    aimd: AimdParams,
+    queue: PeerSrptQueue,
+    messages: KeyedMap<RpcId, Msg>,
+    senders: KeyedMap<SocketAddr, Sender>,
+    /// Credit outstanding over all senders (b).
+    credit: u64,
+    pacer: Option<Pacer>,
+    wakeup: Option<Nanos>,
+}
+
+impl SirdReceiver {
+    /// The receiver policy for `config` (whose `sird` section it uses).
+    pub fn new(config: &Config) -> SirdReceiver {
+        let payload = config.max_payload().max(1);
+        let s = &config.sird;
+        let pacer = (s.pace_credit && config.link_mbps > 0).then(|| {
+            let p = Pacer::new(config.link_mbps, 0, 0);
+            let ahead = CREDIT_AHEAD_PACKETS * p.wire_time(config.mtu as usize);
+            Pacer::new(config.link_mbps, ahead, 0)
+        });
+        SirdReceiver {
+            aimd: AimdParams {
+                min: s.sender_bucket_min,
+                max: s.sender_bucket_max,
+                step: payload,
+                gain_permille: s.dctcp_gain,
+            },
+            config: config.clone(),
+            queue: PeerSrptQueue::default(),
+            messages: KeyedMap::default(),
+            senders: KeyedMap::default(),
+            credit: 0,
+            pacer,
+            wakeup: None,
+        }
+    }
+
+    /// Credit outstanding over all senders (bytes).
+    pub fn credit_outstanding(&self) -> u64 {
+        self.credit
+    }
+
+    /// The bucket of `peer` now (min of its two loops), if it is known.
+    pub fn sender_bucket(&self, peer: SocketAddr) -> Option<u64> {
+        self.senders.get(&peer).map(Sender::bucket)
+    }
+
+    /// Credit outstanding to `peer`, if it is known.
+    pub fn sender_credit(&self, peer: SocketAddr) -> Option<u64> {
+        self.senders.get(&peer).map(|s| s.credit)
+    }
+
+    /// IP bytes of a packet carrying `payload` bytes (for pacing).
+    fn wire_bytes(&self, payload: u32) -> usize {
+        payload as usize + DATA_HEADER_LEN + self.config.lower_header_bytes as usize
+    }
+
+    fn sender_mut(&mut self, peer: SocketAddr) -> &mut Sender {
+        let p = self.aimd;
+        self.senders.entry(peer).or_insert_with(|| Sender {
+            credit: 0,
+            sender_bkt: Aimd::new(&p),
+            net_bkt: Aimd::new(&p),
+            messages: 0,
+        })
+    }
+
+    /// Replaces `id`'s credit in the totals by `new` (bytes).
+    fn account(&mut self, peer: SocketAddr, old: u32, new: u32) {
+        self.credit = self.credit + new as u64 - old as u64;
+        let s = self.sender_mut(peer);
+        s.credit = s.credit + new as u64 - old as u64;
+    }
+}
+
+impl ReceiverPolicy for SirdReceiver {
+    fn unscheduled_allowance(&self, length: u32) -> u32 {
+        // Whole packets, as a sender rounds them.
+        let payload = self.config.max_payload().max(1);
+        let u = sird_unscheduled(&self.config, length);
+        u.div_ceil(payload).saturating_mul(payload).min(length)
+    }
+
+    fn update(&mut self, _now: Nanos, m: &InView) {
+        let old = self.messages.get(&m.id).copied();
+        let unsched = old.map_or(m.granted, |o| o.unsched);
+        let msg = Msg {
+            view: *m,
+            key: (m.length - m.received, m.seq),
+            unsched,
+        };
+        let old_credit = old.map_or(0, |o| o.credit_out());
+        if old.is_none() {
+            self.sender_mut(m.id.peer).messages += 1;
+        }
+        self.account(m.id.peer, old_credit, msg.credit_out());
+        if m.granted >= m.length {
+            // Nothing more to credit; its outstanding credit stays counted
+            // until it arrives or the message goes.
+            self.queue.refile(m.id, old.map(|o| o.key), None);
+            self.messages.insert(m.id, Msg { key: (0, 0), ..msg });
+            // (Keyed out of the queue: `key` no longer matters.)
+            return;
+        }
+        let old_key = old.filter(|o| o.view.granted < o.view.length).map(|o| o.key);
+        self.queue.refile(m.id, old_key, Some(msg.key));
+        self.messages.insert(m.id, msg);
+    }
+
+    fn remove(&mut self, id: RpcId) {
+        let Some(old) = self.messages.remove(&id) else {
+            return;
+        };
+        if old.view.granted < old.view.length {
+            self.queue.remove(id, old.key);
+        }
+        self.account(id.peer, old.credit_out(), 0);
+        if let Some(s) = self.senders.get_mut(&id.peer) {
+            s.messages -= 1;
+            if s.messages == 0 {
+                // (A sender's loops live while it has messages here; one
+                // that comes back starts at the ceiling again.)
+                self.senders.remove(&id.peer);
+            }
+        }
+    }
+
+    fn on_data(&mut self, _now: Nanos, signal: &DataSignal) {
+        let p = self.aimd;
+        if let Some(s) = self.senders.get_mut(&signal.id.peer) {
+            s.sender_bkt.on_bytes(&p, signal.bytes, signal.csn);
+            s.net_bkt.on_bytes(&p, signal.bytes, signal.ce);
+        }
+    }
+
+    fn schedule(&mut self, now: Nanos, _ctx: &GrantContext, out: &mut Vec<GrantDecision>) {
+        self.wakeup = None;
+        let payload = self.config.max_payload().max(1);
+        let b_max = self.config.sird.bucket as u64;
+        let low = 0;
+        loop {
+            if self.credit >= b_max {
+                return;
+            }
+            // SRPT over the senders that may have more (each sender's best
+            // message). Senders at their bucket are skipped; there are at
+            // most B / sender_bucket_min of them.
+            let pick = self.queue.iter_heads().find(|id| {
+                let m = &self.messages[id];
+                let c = (m.view.length - m.view.granted).min(payload) as u64;
+                let s = &self.senders[&id.peer];
+                self.credit + c <= b_max && s.credit + c <= s.bucket()
+            });
+            let Some(id) = pick else {
+                return;
+            };
+            let m = self.messages[&id];
+            let c = (m.view.length - m.view.granted).min(payload);
+            let bytes = self.wire_bytes(c);
+            if let Some(pacer) = &mut self.pacer {
+                if !pacer.may_send(now, bytes) {
+                    self.wakeup = Some(pacer.next_send_time(now));
+                    return;
+                }
+                pacer.on_send(now, bytes);
+            }
+            let mut view = m.view;
+            view.granted += c;
+            out.push(GrantDecision {
+                id,
+                offset: view.granted,
+                priority: low,
+                kind: GrantKind::Scheduled,
+            });
+            // Our own view moves now (the endpoint confirms it with
+            // `update` after applying the grant).
+            self.update(now, &view);
+        }
+    }
+
+    fn has_candidates(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    fn wakeup(&self) -> Option<Nanos> {
+        self.wakeup
+    }
+}
+
+/// SIRD's sender: SRPT with a fair share across receivers, and `csn`.
+#[derive(Debug)]
+pub struct SirdSender {
+    fair_share: u64,
+    sender_threshold: u64,
+    queue: PeerSrptQueue,
+    keys: KeyedMap<RpcId, Key>,
+    /// Receivers in round-robin order (peers without messages are dropped
+    /// when their turn comes), and who is in it.
+    rotation: VecDeque<SocketAddr>,
+    in_rotation: KeyedSet<SocketAddr>,
+    packets: u64,
+    fair_packets: u64,
+}
+
+impl SirdSender {
+    /// The sender policy for `config`.
+    pub fn new(config: &Config) -> SirdSender {
+        SirdSender {
+            fair_share: config.sird.fair_share as u64,
+            sender_threshold: config.sird.sender_threshold as u64,
+            queue: PeerSrptQueue::default(),
+            keys: KeyedMap::default(),
+            rotation: VecDeque::new(),
+            in_rotation: KeyedSet::default(),
+            packets: 0,
+            fair_packets: 0,
+        }
+    }
+
+    /// The next receiver in the rotation that has a message, moved to the
+    /// back. Amortised O(1): each receiver is dropped at most once per
+    /// time it was added.
+    fn next_in_rotation(&mut self) -> Option<RpcId> {
+        while let Some(peer) = self.rotation.pop_front() {
+            if let Some(id) = self.queue.best_of(peer) {
+                self.rotation.push_back(peer);
+                return Some(id);
+            }
+            self.in_rotation.remove(&peer);
+        }
+        None
+    }
+}
+
+impl SenderPolicy for SirdSender {
+    fn unscheduled_bytes(
+        &self,
+        config: &Config,
+        _peer: SocketAddr,
+        length: u32,
+        _incast: bool,
+    ) -> u32 {
+        let payload = config.max_payload().max(1);
+        sird_unscheduled(config, length)
+            .div_ceil(payload)
+            .saturating_mul(payload)
+            .min(length)
+    }
+
+    fn update(&mut self, m: &OutView) {
+        let key = (m.bytes_left, m.seq);
+        let old = self.keys.insert(m.id, key);
+        if self.in_rotation.insert(m.id.peer) {
+            self.rotation.push_back(m.id.peer);
+        }
+        self.queue.refile(m.id, old, Some(key));
+    }
+
+    fn remove(&mut self, id: RpcId) {
+        if let Some(k) = self.keys.remove(&id) {
+            self.queue.remove(id, k);
+        }
+    }
+
+    fn next(&mut self, _now: Nanos) -> Option<RpcId> {
+        // Of every 1,000 packets, `fair_share` go round-robin, spread evenly.
+        let (turn, f) = (self.packets % 1000, self.fair_share);
+        let fair = (turn + 1) * f / 1000 > turn * f / 1000;
+        let srpt = self.queue.iter_heads().next()?;
+        if fair {
+            let id = self.next_in_rotation().unwrap_or(srpt);
+            if id != srpt {
+                self.fair_packets += 1;
+            }
+            return Some(id);
+        }
+        Some(srpt)
+    }
+
+    fn peek(&self) -> Option<RpcId> {
+        self.queue.iter_heads().next()
+    }
+
+    fn on_data_sent(&mut self) {
+        self.packets += 1;
+    }
+
+    fn out_of_order_packets(&self) -> u64 {
+        self.fair_packets
+    }
+
+    fn data_flags(&self, unspent_credit: u64) -> u8 {
+        if unspent_credit >= self.sender_threshold {
+            DATA_FLAG_SIRD | DATA_FLAG_CSN
+        } else {
+            DATA_FLAG_SIRD
+        }
+    }
+}
