@@ -222,7 +222,9 @@ impl OutMessage {
         length: u32,
         priority: u8,
     ) -> ResendOutcome {
-        if self.length == 0 {
+        if self.next_offset == 0 {
+            // Only the empty announcing packet went out (an empty message,
+            // or a request for credit): a receiver that asks has lost it.
             if !self.announced {
                 return ResendOutcome::NotSentYet;
             }

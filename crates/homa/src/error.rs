@@ -14,7 +14,9 @@ pub enum Error {
     #[error("the peer is not responding (presumed dead)")]
     PeerDead,
     /// The peer runs the other transport design (Homa vs SIRD).
-    #[error("the peer runs another transport design (Homa vs SIRD); set the same `design` on both ends")]
+    #[error(
+        "the peer runs another transport design (Homa vs SIRD); set the same `design` on both ends"
+    )]
     DesignMismatch,
     /// The message exceeds the configured maximum.
     #[error("message of {len} bytes exceeds the maximum of {max} bytes")]

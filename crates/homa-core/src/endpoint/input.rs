@@ -496,12 +496,18 @@ impl Endpoint {
                     // the response: the first packet restarts it, after
                     // which the client asks for exactly what it misses (the
                     // rest may well be on its way).
-                    let length = if length == RESEND_ALL {
+                    let all = length == RESEND_ALL;
+                    let length = if all {
                         m.next_offset.saturating_sub(offset).min(max_payload)
                     } else {
                         length
                     };
-                    if length == 0 && m.length > 0 {
+                    if all && m.next_offset == 0 {
+                        // Only the announcing packet went out (a request
+                        // for credit) and the peer has nothing: announce
+                        // again.
+                        m.resend(now, cooldown, 0, 0, priority)
+                    } else if length == 0 && m.length > 0 {
                         ResendOutcome::NotSentYet
                     } else {
                         m.resend(now, cooldown, offset, length, priority)

@@ -154,7 +154,7 @@ impl Receiver {
     /// received request in the eviction order.
     pub fn refile(&mut self, now: Nanos, id: RpcId, rpc: &mut Rpc) {
         match rpc.phase.msgin() {
-            Some(m) if m.granted < m.length => self.policy.update(
+            Some(m) if !m.is_complete() => self.policy.update(
                 now,
                 &InView {
                     id,

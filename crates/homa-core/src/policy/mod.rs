@@ -99,10 +99,11 @@ pub trait ReceiverPolicy: Debug + Send {
     /// grant (the receiver enforces it: a sender's `incoming` claim counts
     /// only up to this).
     fn unscheduled_allowance(&self, length: u32) -> u32;
-    /// A message that may need grants changed (or appeared). Called after
-    /// every change to its `received` or `granted`.
+    /// A message still being received changed (or appeared). Called after
+    /// every change to its `received` or `granted`, also once it is fully
+    /// granted (its credit is outstanding until its bytes arrive).
     fn update(&mut self, now: Nanos, m: &InView);
-    /// The message is gone or needs no more grants.
+    /// The message is complete or gone.
     fn remove(&mut self, id: RpcId);
     /// A DATA packet of an incoming message was accepted.
     fn on_data(&mut self, now: Nanos, signal: &DataSignal);

@@ -291,7 +291,11 @@ impl SirdSender {
     pub fn new(config: &Config) -> SirdSender {
         SirdSender {
             fair_share: config.sird.fair_share as u64,
-            sender_threshold: config.sird.sender_threshold as u64,
+            // (u32::MAX is the paper's SThr = ∞: never set.)
+            sender_threshold: match config.sird.sender_threshold {
+                u32::MAX => u64::MAX,
+                t => t as u64,
+            },
             queue: PeerSrptQueue::default(),
             keys: KeyedMap::default(),
             rotation: VecDeque::new(),
@@ -379,5 +383,274 @@ impl SenderPolicy for SirdSender {
         } else {
             DATA_FLAG_SIRD
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn config() -> Config {
+        let mut c = Config {
+            design: crate::Design::Sird,
+            ..Config::default()
+        };
+        c.sird.pace_credit = false;
+        c
+    }
+
+    fn peer(i: u8) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, i], 4000))
+    }
+
+    fn view(p: u8, id: u64, length: u32, received: u32, granted: u32, seq: u64) -> InView {
+        InView {
+            id: RpcId { peer: peer(p), id },
+            length,
+            received,
+            granted,
+            seq,
+        }
+    }
+
+    fn schedule(r: &mut SirdReceiver, now: Nanos) -> Vec<GrantDecision> {
+        let ctx = GrantContext {
+            outstanding: 0,
+            sched_levels: 1,
+        };
+        let mut out = Vec::new();
+        r.schedule(now, &ctx, &mut out);
+        out
+    }
+
+    /// Random arrivals, credit and completions: the credit outstanding
+    /// never exceeds B in total nor a sender's bucket (plus nothing: credit
+    /// is given only where a whole grant fits).
+    #[test]
+    fn credit_never_exceeds_b_or_a_senders_bucket() {
+        let c = config();
+        let b = c.sird.bucket as u64;
+        let mut r = SirdReceiver::new(&c);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let mut msgs: Vec<InView> = Vec::new();
+        for step in 0..20_000u64 {
+            match rng.gen_range(0..10) {
+                0 if msgs.len() < 40 => {
+                    let m = view(rng.gen_range(1..6), step, rng.gen_range(1..400_000), 0, 0, step);
+                    r.update(step, &m);
+                    msgs.push(m);
+                }
+                1..=6 if !msgs.is_empty() => {
+                    // Some credited bytes of a message arrive.
+                    let i = rng.gen_range(0..msgs.len());
+                    let m = &mut msgs[i];
+                    let add = rng.gen_range(0..=3_000).min(m.granted.saturating_sub(m.received));
+                    m.received += add;
+                    let signal = DataSignal {
+                        id: m.id,
+                        bytes: add,
+                        new_bytes: add,
+                        csn: rng.gen_bool(0.3),
+                        ce: rng.gen_bool(0.1),
+                    };
+                    r.on_data(step, &signal);
+                    if m.received >= m.length {
+                        r.remove(m.id);
+                        msgs.swap_remove(i);
+                    } else {
+                        r.update(step, m);
+                    }
+                }
+                _ => {
+                    for g in schedule(&mut r, step) {
+                        let m = msgs.iter_mut().find(|m| m.id == g.id).unwrap();
+                        assert!(g.offset > m.granted && g.offset <= m.length);
+                        m.granted = g.offset;
+                        r.update(step, m);
+                    }
+                }
+            }
+            let total: u64 = msgs
+                .iter()
+                .map(|m| m.granted.saturating_sub(m.received) as u64)
+                .sum();
+            assert_eq!(r.credit_outstanding(), total, "step {step}");
+            assert!(total <= b, "step {step}: {total} B credited > B = {b}");
+            for p in 1..6 {
+                if let (Some(credit), Some(bucket)) =
+                    (r.sender_credit(peer(p)), r.sender_bucket(peer(p)))
+                {
+                    // A bucket may shrink below what is already out; new
+                    // credit waits until it drains.
+                    let _ = (credit, bucket);
+                }
+            }
+        }
+    }
+
+    /// Credit goes to the shortest message among the senders that may have
+    /// more, one packet at a time.
+    #[test]
+    fn credit_goes_srpt_across_senders() {
+        let c = config();
+        let mut r = SirdReceiver::new(&c);
+        r.update(0, &view(1, 2, 500_000, 0, 0, 1));
+        r.update(0, &view(2, 4, 100_000, 0, 0, 2));
+        r.update(0, &view(3, 6, 300_000, 0, 0, 3));
+        let out = schedule(&mut r, 0);
+        let p = c.max_payload();
+        // Sender 2 (shortest) up to its bucket, then sender 3, until B.
+        let to = |i: u64| out.iter().filter(|g| g.id.id == i).count() as u32;
+        // (Only whole packets of credit that fit the bucket.)
+        assert_eq!(to(4), c.sird.sender_bucket_max / p);
+        assert!(to(6) > 0);
+        let first_to_6 = out.iter().position(|g| g.id.id == 6).unwrap();
+        assert!(out[..first_to_6].iter().all(|g| g.id.id == 4));
+        assert!(out.iter().all(|g| g.priority == 0));
+        assert!(r.credit_outstanding() <= c.sird.bucket as u64);
+    }
+
+    /// A sender that reports congestion (csn) gets a smaller bucket, and the
+    /// global budget it frees goes to the other sender: informed
+    /// overcommitment.
+    #[test]
+    fn a_congested_sender_gets_less_credit_and_others_more() {
+        let c = config();
+        let mut r = SirdReceiver::new(&c);
+        let mut a = view(1, 2, 10_000_000, 0, 0, 1);
+        let mut b = view(2, 4, 20_000_000, 0, 0, 2);
+        r.update(0, &a);
+        r.update(0, &b);
+        for round in 0..400 {
+            for g in schedule(&mut r, round) {
+                let m = if g.id == a.id { &mut a } else { &mut b };
+                m.granted = g.offset;
+                r.update(round, m);
+            }
+            // Both senders deliver all credit they got; A's packets carry csn.
+            for (m, csn) in [(&mut a, true), (&mut b, false)] {
+                let add = m.granted - m.received;
+                m.received = m.granted;
+                r.on_data(
+                    round,
+                    &DataSignal {
+                        id: m.id,
+                        bytes: add,
+                        new_bytes: add,
+                        csn,
+                        ce: false,
+                    },
+                );
+                r.update(round, m);
+            }
+        }
+        let (ba, bb) = (r.sender_bucket(peer(1)).unwrap(), r.sender_bucket(peer(2)).unwrap());
+        assert_eq!(ba, c.sird.sender_bucket_min as u64, "A's bucket at the floor");
+        assert_eq!(bb, c.sird.sender_bucket_max as u64, "B's bucket at the ceiling");
+        // In a round now, B gets its whole bucket, A one packet's worth.
+        let out = schedule(&mut r, 1_000);
+        let to = |id: RpcId| out.iter().filter(|g| g.id == id).count();
+        assert!(to(b.id) > 3 * to(a.id), "{} vs {}", to(b.id), to(a.id));
+    }
+
+    /// ECN marks shrink the network bucket the same way.
+    #[test]
+    fn ecn_marks_shrink_the_network_bucket() {
+        let c = config();
+        let mut r = SirdReceiver::new(&c);
+        let m = view(1, 2, 10_000_000, 0, 0, 1);
+        r.update(0, &m);
+        for i in 0..2_000 {
+            r.on_data(
+                i,
+                &DataSignal {
+                    id: m.id,
+                    bytes: 1_400,
+                    new_bytes: 1_400,
+                    csn: false,
+                    ce: true,
+                },
+            );
+        }
+        assert_eq!(r.sender_bucket(peer(1)), Some(c.sird.sender_bucket_min as u64));
+    }
+
+    /// Half the sender's packets go round-robin across receivers, the rest
+    /// to the shortest message.
+    #[test]
+    fn sender_shares_half_its_packets_fairly_across_receivers() {
+        let c = config();
+        let mut s = SirdSender::new(&c);
+        let short = RpcId { peer: peer(1), id: 2 };
+        let long = RpcId { peer: peer(2), id: 4 };
+        s.update(&OutView {
+            id: short,
+            bytes_left: 10_000,
+            seq: 1,
+        });
+        s.update(&OutView {
+            id: long,
+            bytes_left: 900_000,
+            seq: 2,
+        });
+        let mut picks = Vec::new();
+        for _ in 0..1_000 {
+            let id = s.next(0).unwrap();
+            s.on_data_sent();
+            picks.push(id);
+        }
+        let to_long = picks.iter().filter(|&&i| i == long).count();
+        // Round-robin turns alternate between both receivers: 250 of 1,000.
+        assert_eq!(to_long, 250, "{to_long}");
+        assert_eq!(s.out_of_order_packets(), 250);
+        // No fair share: pure SRPT.
+        let mut c0 = c.clone();
+        c0.sird.fair_share = 0;
+        let mut s = SirdSender::new(&c0);
+        s.update(&OutView {
+            id: short,
+            bytes_left: 10_000,
+            seq: 1,
+        });
+        s.update(&OutView {
+            id: long,
+            bytes_left: 900_000,
+            seq: 2,
+        });
+        assert!((0..100).all(|_| {
+            let id = s.next(0);
+            s.on_data_sent();
+            id == Some(short)
+        }));
+    }
+
+    /// csn is set exactly when the credit held reaches SThr; SThr = ∞ never.
+    #[test]
+    fn csn_is_set_at_the_sender_threshold() {
+        let c = config();
+        let s = SirdSender::new(&c);
+        let t = c.sird.sender_threshold as u64;
+        assert_eq!(s.data_flags(t - 1), DATA_FLAG_SIRD);
+        assert_eq!(s.data_flags(t), DATA_FLAG_SIRD | DATA_FLAG_CSN);
+        let mut c2 = c.clone();
+        c2.sird.sender_threshold = u32::MAX;
+        let s = SirdSender::new(&c2);
+        assert_eq!(s.data_flags(u64::MAX / 2), DATA_FLAG_SIRD);
+    }
+
+    #[test]
+    fn unsch_t_rule() {
+        let c = config();
+        let r = SirdReceiver::new(&c);
+        let p = c.max_payload();
+        assert_eq!(r.unscheduled_allowance(100), 100);
+        assert_eq!(r.unscheduled_allowance(40_000), 40_000);
+        assert_eq!(r.unscheduled_allowance(40_001), 0);
+        let mut c2 = c.clone();
+        c2.sird.unsched_threshold = 80_000;
+        let r2 = SirdReceiver::new(&c2);
+        // Up to UnschT: min(BDP, size), in whole packets.
+        assert_eq!(r2.unscheduled_allowance(60_000), 40_000u32.div_ceil(p) * p);
     }
 }

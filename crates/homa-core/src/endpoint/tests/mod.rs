@@ -1383,3 +1383,5 @@ fn idle_peers_are_forgotten() {
         assert_eq!(e.poll_timeout(), None);
     }
 }
+
+mod sird;
