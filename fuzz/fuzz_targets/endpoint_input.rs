@@ -2,21 +2,32 @@
 //! panic, never emit a packet that does not parse, and its buffered bytes
 //! must stay within the configured limit.
 //!
-//! Input format: a sequence of records `[op, len, bytes…]`; `op % 4` is
-//! 0/1 = deliver `bytes` as a packet from one of two peers, 2 = advance time
-//! by `len` ticks and run the timer, 3 = start a request of `len × 97` bytes.
+//! Input format: a first byte choosing the design (even: Homa, odd: SIRD),
+//! then records `[op, len, bytes…]`; `op % 4` is 0/1 = deliver `bytes` as
+//! a packet from one of two peers (bit 4 of `op`: marked ECN CE; bit 5:
+//! the driver is backlogged), 2 = advance time by `len` ticks and run the
+//! timer, 3 = start a request of `len × 97` bytes.
 
 #![no_main]
 
 use bytes::Bytes;
-use homa_core::{Config, Endpoint, Event};
+use homa_core::endpoint::PacketMeta;
+use homa_core::{Config, Design, Endpoint, Event};
 use homa_wire::Packet;
 use libfuzzer_sys::fuzz_target;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 fuzz_target!(|data: &[u8]| {
+    let Some((&design, data)) = data.split_first() else {
+        return;
+    };
     let config = Config {
         rx_buffer_limit: 4 << 20,
+        design: if design % 2 == 0 {
+            Design::Homa
+        } else {
+            Design::Sird
+        },
         ..Config::default()
     };
     let limit = config.rx_buffer_limit;
@@ -35,7 +46,11 @@ fuzz_target!(|data: &[u8]| {
         match op % 4 {
             0 | 1 => {
                 let n = len.min(rest.len());
-                ep.handle_packet(now, peers[(op % 2) as usize], &rest[..n]);
+                let meta = PacketMeta {
+                    ce: op & 0x10 != 0,
+                    backlogged: op & 0x20 != 0,
+                };
+                ep.handle_packet_meta(now, peers[(op % 2) as usize], &rest[..n], meta);
                 rest = &rest[n..];
             }
             2 => {

@@ -72,7 +72,9 @@ pub enum RpcError {
     },
     /// The peer runs another receiver-driven design (Homa vs SIRD), so
     /// neither can schedule the other's messages.
-    #[error("the peer runs another transport design (Homa vs SIRD); set the same `design` on both ends")]
+    #[error(
+        "the peer runs another transport design (Homa vs SIRD); set the same `design` on both ends"
+    )]
     DesignMismatch,
 }
 

@@ -62,7 +62,7 @@ pub mod srpt;
 pub mod timers;
 
 pub use config::{Config, ConfigError, Design, Link, SirdConfig};
-pub use endpoint::{Endpoint, RpcSnapshot, Transmit};
+pub use endpoint::{Endpoint, PacketMeta, RpcSnapshot, Transmit};
 pub use event::{Error, Event, RpcError, RpcId};
 pub use message::Message;
 pub use metrics::{Metrics, PerType};

@@ -7,15 +7,15 @@ use crate::config::RPC_MEMORY_CHARGE;
 use crate::event::{Event, RpcError, RpcId};
 use crate::incoming::{InMessage, Refused};
 use crate::outgoing::ResendOutcome;
+use crate::policy::DataSignal;
 use crate::rpc::{Phase, Rpc};
 use crate::timers::Timer;
+use crate::Design;
 use crate::Nanos;
 use bytes::Bytes;
-use crate::policy::DataSignal;
-use crate::Design;
 use homa_wire::{
-    AckEntry, AckList, Body, DataHeader, Packet, DATA_FLAG_CSN, DATA_FLAG_INCAST,
-    DATA_FLAG_SIRD, MAX_ACKS, RESEND_ALL,
+    AckEntry, AckList, Body, DataHeader, Packet, DATA_FLAG_CSN, DATA_FLAG_INCAST, DATA_FLAG_SIRD,
+    MAX_ACKS, RESEND_ALL,
 };
 use std::net::{IpAddr, SocketAddr};
 use tracing::{debug, trace};

@@ -186,7 +186,9 @@ impl ReceiverPolicy for SirdReceiver {
             // (Keyed out of the queue: `key` no longer matters.)
             return;
         }
-        let old_key = old.filter(|o| o.view.granted < o.view.length).map(|o| o.key);
+        let old_key = old
+            .filter(|o| o.view.granted < o.view.length)
+            .map(|o| o.key);
         self.queue.refile(m.id, old_key, Some(msg.key));
         self.messages.insert(m.id, msg);
     }
@@ -437,7 +439,14 @@ mod tests {
         for step in 0..20_000u64 {
             match rng.gen_range(0..10) {
                 0 if msgs.len() < 40 => {
-                    let m = view(rng.gen_range(1..6), step, rng.gen_range(1..400_000), 0, 0, step);
+                    let m = view(
+                        rng.gen_range(1..6),
+                        step,
+                        rng.gen_range(1..400_000),
+                        0,
+                        0,
+                        step,
+                    );
                     r.update(step, &m);
                     msgs.push(m);
                 }
@@ -445,7 +454,9 @@ mod tests {
                     // Some credited bytes of a message arrive.
                     let i = rng.gen_range(0..msgs.len());
                     let m = &mut msgs[i];
-                    let add = rng.gen_range(0..=3_000).min(m.granted.saturating_sub(m.received));
+                    let add = rng
+                        .gen_range(0..=3_000)
+                        .min(m.granted.saturating_sub(m.received));
                     m.received += add;
                     let signal = DataSignal {
                         id: m.id,
@@ -550,9 +561,18 @@ mod tests {
                 r.update(round, m);
             }
         }
-        let (ba, bb) = (r.sender_bucket(peer(1)).unwrap(), r.sender_bucket(peer(2)).unwrap());
-        assert_eq!(ba, c.sird.sender_bucket_min as u64, "A's bucket at the floor");
-        assert_eq!(bb, c.sird.sender_bucket_max as u64, "B's bucket at the ceiling");
+        let (ba, bb) = (
+            r.sender_bucket(peer(1)).unwrap(),
+            r.sender_bucket(peer(2)).unwrap(),
+        );
+        assert_eq!(
+            ba, c.sird.sender_bucket_min as u64,
+            "A's bucket at the floor"
+        );
+        assert_eq!(
+            bb, c.sird.sender_bucket_max as u64,
+            "B's bucket at the ceiling"
+        );
         // In a round now, B gets its whole bucket, A one packet's worth.
         let out = schedule(&mut r, 1_000);
         let to = |id: RpcId| out.iter().filter(|g| g.id == id).count();
@@ -578,7 +598,10 @@ mod tests {
                 },
             );
         }
-        assert_eq!(r.sender_bucket(peer(1)), Some(c.sird.sender_bucket_min as u64));
+        assert_eq!(
+            r.sender_bucket(peer(1)),
+            Some(c.sird.sender_bucket_min as u64)
+        );
     }
 
     /// Half the sender's packets go round-robin across receivers, the rest
@@ -587,8 +610,14 @@ mod tests {
     fn sender_shares_half_its_packets_fairly_across_receivers() {
         let c = config();
         let mut s = SirdSender::new(&c);
-        let short = RpcId { peer: peer(1), id: 2 };
-        let long = RpcId { peer: peer(2), id: 4 };
+        let short = RpcId {
+            peer: peer(1),
+            id: 2,
+        };
+        let long = RpcId {
+            peer: peer(2),
+            id: 4,
+        };
         s.update(&OutView {
             id: short,
             bytes_left: 10_000,

@@ -109,7 +109,11 @@ fn messages_of_every_awkward_size_arrive_intact_under_sird() {
             }
         }
         for (i, (&len, id)) in sizes.iter().zip(&ids).enumerate() {
-            assert_eq!(done.get(id), Some(&payload(len, i as u8)), "{len} B, pace {pace}");
+            assert_eq!(
+                done.get(id),
+                Some(&payload(len, i as u8)),
+                "{len} B, pace {pace}"
+            );
         }
         let m = net.eps[1].metrics();
         assert_eq!(m.timeouts, 0, "pace {pace}: {m:#?}");
@@ -143,7 +147,10 @@ fn a_sender_holding_sthr_of_credit_sets_csn() {
     let mut flags = Vec::new();
     while let Some(t) = net.eps[0].poll_transmit(0).map(whole) {
         if let Some(h) = data_header(&t) {
-            flags.push((h.flags & DATA_FLAG_CSN != 0, net.eps[0].sender.unspent_credit));
+            flags.push((
+                h.flags & DATA_FLAG_CSN != 0,
+                net.eps[0].sender.unspent_credit,
+            ));
         }
     }
     assert!(flags[0].0, "first packet with {held} B held must carry csn");
@@ -215,7 +222,11 @@ fn homa_and_sird_endpoints_refuse_each_other_clearly() {
             .send_request(0, addr(1), payload(5_000, 0))
             .unwrap();
         let sent = net.pump();
-        assert!(count(&sent, PacketType::Mismatch) >= 1, "{:?}", types(&sent));
+        assert!(
+            count(&sent, PacketType::Mismatch) >= 1,
+            "{:?}",
+            types(&sent)
+        );
         let ev = net.events(0);
         assert!(
             matches!(
