@@ -198,18 +198,17 @@ impl Config {
     /// can copy, and RTTbytes to match.
     pub fn loopback() -> Config {
         let base = Config::default();
-        let core = homa_core::Config {
+        let mut core = homa_core::Config {
             mtu: 65_000,
             max_message_size: 16 << 20,
-            // RTTbytes: a ~30 µs software round trip at the ~100 Gbit/s
-            // the kernel copies loopback packets.
-            unsched_bytes: 384_000,
-            grant_window: 384_000,
-            max_incoming: 4_000_000,
-            grant_increment: 64_000,
             link_mbps: 100_000,
             ..base.core.clone()
         };
+        // RTTbytes: a ~30 µs software round trip at the ~100 Gbit/s the
+        // kernel copies loopback packets (SIRD's buckets follow from it).
+        core.set_rtt_bytes(384_000);
+        core.max_incoming = 4_000_000;
+        core.grant_increment = 64_000;
         Config {
             core,
             max_nic_queue_ns: 20_000,
@@ -235,5 +234,23 @@ impl Config {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
         Config::from_toml_str(&text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The loopback preset works in either design: SIRD's buckets follow
+    /// from its RTTbytes and hold its 64 KB packets.
+    #[test]
+    fn loopback_preset_is_valid_in_both_designs() {
+        for design in [homa_core::Design::Homa, homa_core::Design::Sird] {
+            let mut c = Config::loopback();
+            c.core.design = design;
+            c.core.validate().unwrap();
+            assert!(c.core.sird.bucket >= c.core.max_payload());
+            assert_eq!(c.core.unsched_bytes, 384_000);
+        }
     }
 }

@@ -97,6 +97,11 @@ impl SirdReceiver {
     pub fn new(config: &Config) -> SirdReceiver {
         let payload = config.max_payload().max(1);
         let s = &config.sird;
+        // Whatever the configuration says, a sender's bucket holds at least
+        // one full packet: credit goes out a packet at a time, so a smaller
+        // floor (a `sird` section derived for a smaller MTU than the
+        // driver's) would stall a sender whose bucket shrank to it.
+        let min = s.sender_bucket_min.max(payload);
         let pacer = (s.pace_credit && config.link_mbps > 0).then(|| {
             let p = Pacer::new(config.link_mbps, 0, 0);
             let ahead = CREDIT_AHEAD_PACKETS * p.wire_time(config.mtu as usize);
@@ -104,8 +109,8 @@ impl SirdReceiver {
         });
         SirdReceiver {
             aimd: AimdParams {
-                min: s.sender_bucket_min,
-                max: s.sender_bucket_max,
+                min,
+                max: s.sender_bucket_max.max(min),
                 step: payload,
                 gain_permille: s.dctcp_gain,
             },
@@ -222,7 +227,8 @@ impl ReceiverPolicy for SirdReceiver {
     fn schedule(&mut self, now: Nanos, _ctx: &GrantContext, out: &mut Vec<GrantDecision>) {
         self.wakeup = None;
         let payload = self.config.max_payload().max(1);
-        let b_max = self.config.sird.bucket as u64;
+        // B holds at least one packet for the same reason.
+        let b_max = (self.config.sird.bucket as u64).max(payload as u64);
         let low = 0;
         loop {
             if self.credit >= b_max {
@@ -424,6 +430,40 @@ mod tests {
         let mut out = Vec::new();
         r.schedule(now, &ctx, &mut out);
         out
+    }
+
+    /// A `sird` section derived for smaller packets than the driver sends
+    /// (bucket floor and B below one packet) still credits a full packet,
+    /// so a sender whose bucket shrank to its floor is never stalled.
+    #[test]
+    fn buckets_hold_at_least_one_packet_whatever_the_config() {
+        let mut c = config();
+        let p = c.max_payload();
+        c.sird.sender_bucket_min = 100;
+        c.sird.bucket = 200;
+        let mut r = SirdReceiver::new(&c);
+        r.update(0, &view(1, 2, 100_000, 0, 0, 1));
+        let g = schedule(&mut r, 0);
+        assert_eq!(g.len(), 1, "one packet of credit: {g:?}");
+        assert_eq!(g[0].offset, p);
+        assert!(r.sender_bucket(peer(1)).unwrap() >= p as u64);
+        // Marked bytes shrink the bucket to its floor, which is one packet.
+        for _ in 0..200 {
+            r.on_data(
+                0,
+                &DataSignal {
+                    id: RpcId {
+                        peer: peer(1),
+                        id: 2,
+                    },
+                    bytes: p,
+                    new_bytes: p,
+                    csn: true,
+                    ce: true,
+                },
+            );
+        }
+        assert_eq!(r.sender_bucket(peer(1)), Some(p as u64));
     }
 
     /// Random arrivals, credit and completions: the credit outstanding
