@@ -180,11 +180,14 @@ fn messages_of_every_awkward_size_arrive_intact() {
             }
         }
         assert_eq!(delivered.as_deref(), Some(&req[..]), "len {len}");
-        // The client acks once the ack has waited a whole tick; then
-        // nothing is left anywhere.
-        net.tick();
-        net.tick();
-        net.pump();
+        // The server asks for its ack after `need_ack_ticks` and the client
+        // answers (or, for a server that stays silent towards a client it
+        // has not heard twice from, flushes on its own two ticks later);
+        // then nothing is left anywhere.
+        for _ in 0..net.eps[1].config().need_ack_ticks + 2 {
+            net.tick();
+            net.pump();
+        }
         for e in &net.eps {
             assert!(e.is_idle(), "len {len}: {e:?}");
             assert_eq!(e.metrics().rx_bytes_buffered, 0);
@@ -1167,14 +1170,86 @@ fn ack_packets_carry_up_to_five_acks() {
         })
         .collect();
     assert_eq!(acks, vec![5]);
-    net.tick();
-    net.tick();
-    let sent = net.pump();
-    assert!(sent
-        .iter()
-        .any(|(_, t)| matches!(parse(t).body, Body::Ack { acks } if acks.len() == 2)));
+    let mut sent = vec![];
+    for _ in 0..Config::default().need_ack_ticks + 2 {
+        net.tick();
+        sent.extend(net.pump());
+    }
+    // The other two answer the server's NEED_ACKs (each names its RPC in
+    // the header and carries whatever else is owed).
+    assert!(sent.iter().all(|(from, t)| match parse(t).body {
+        Body::Ack { acks } => *from == 0 && acks.len() <= 2,
+        Body::NeedAck => *from == 1,
+        _ => false,
+    }));
     assert!(net.eps[1].is_idle());
     assert_eq!(net.eps[1].metrics().acks_received, 7);
+}
+
+/// The client's own ACK flush is not on a tick boundary: clients that
+/// finish RPCs at different moments do not flush at the same instant.
+#[test]
+fn ack_flush_deadlines_follow_the_rpc_not_the_tick() {
+    let config = Config::default();
+    let mut deadlines = vec![];
+    for offset in [config.tick_ns / 3, config.tick_ns / 2] {
+        let mut net = Net::new(2, config.clone());
+        net.now = offset;
+        net.eps[0]
+            .send_request(offset, addr(1), payload(10, 0))
+            .unwrap();
+        net.pump();
+        net.serve(1, |_| Bytes::new());
+        net.pump();
+        assert!(net.eps[0].poll_event().is_some(), "response");
+        deadlines.push(net.eps[0].poll_timeout().expect("ack flush pending"));
+    }
+    assert_ne!(deadlines[0], deadlines[1]);
+    assert!(deadlines[0] % config.tick_ns != 0, "{deadlines:?}");
+}
+
+/// A client owes acks to a server it no longer talks to: it does not send
+/// an ACK packet of its own before the server asks (tick-aligned ACK
+/// packets from every client at once raised short-message tails in the
+/// simulator); the server's NEED_ACK gets them, and the client's own flush
+/// comes only after that would have happened.
+#[test]
+fn owed_acks_wait_for_need_ack() {
+    let config = Config::default();
+    let mut net = Net::new(2, config.clone());
+    net.eps[0].send_request(0, addr(1), payload(10, 0)).unwrap();
+    net.pump();
+    net.serve(1, |_| Bytes::new());
+    net.pump();
+    let mut order = vec![];
+    for _ in 0..config.need_ack_ticks + 3 {
+        net.tick();
+        order.extend(types(&net.pump()));
+    }
+    let need_ack = order.iter().position(|t| *t == PacketType::NeedAck);
+    let ack = order.iter().position(|t| *t == PacketType::Ack);
+    assert!(
+        matches!((need_ack, ack), (Some(n), Some(a)) if n < a),
+        "the ACK answers NEED_ACK: {order:?}"
+    );
+    assert!(net.eps[1].is_idle());
+    // With NEED_ACKs lost, the client flushes on its own, later.
+    let mut net = Net::new(2, config.clone());
+    net.eps[0].send_request(0, addr(1), payload(10, 0)).unwrap();
+    net.pump();
+    net.serve(1, |_| Bytes::new());
+    net.pump();
+    let mut ticks_to_ack = None;
+    for t in 1..=config.need_ack_ticks + 4 {
+        net.tick();
+        let sent = net.pump_with(|from, t| from == 1 && t.packet_type == PacketType::NeedAck);
+        if ticks_to_ack.is_none() && types(&sent).contains(&PacketType::Ack) {
+            ticks_to_ack = Some(t);
+        }
+    }
+    let t = ticks_to_ack.expect("the client flushes its acks eventually");
+    assert!(t > config.need_ack_ticks, "flushed after {t} ticks");
+    assert!(net.eps[1].is_idle());
 }
 
 // ---------------------------------------------------------------- incast
