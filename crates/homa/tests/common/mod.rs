@@ -354,3 +354,49 @@ fn remove_stale_namespaces() {
         }
     }
 }
+
+impl NetNs {
+    /// The packet counts of the rules of `table` (family `family`) that
+    /// carry a counter and a `comment "name"`, by name.
+    pub fn nft_counters(
+        &self,
+        family: &str,
+        table: &str,
+    ) -> Result<std::collections::BTreeMap<String, u64>, String> {
+        let rules = self.exec("nft", &["list", "table", family, table])?;
+        let mut out = std::collections::BTreeMap::new();
+        for line in rules.lines() {
+            let Some(i) = line.find("counter packets ") else {
+                continue;
+            };
+            let Some(n) = line[i + 16..]
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            let Some(c) = line.find("comment \"") else {
+                continue;
+            };
+            let name = line[c + 9..].split('"').next().unwrap_or_default();
+            out.insert(name.to_string(), n);
+        }
+        Ok(out)
+    }
+}
+
+/// Why a test that needs root, `ip` and `nft` cannot run here, if it
+/// cannot.
+pub fn netns_nft_unavailable() -> Option<&'static str> {
+    if !is_root() {
+        return Some("needs root (network namespaces, nftables)");
+    }
+    if !have_tool("ip") {
+        return Some("the `ip` binary is missing (iproute2)");
+    }
+    if !have_tool("nft") {
+        return Some("the `nft` binary is missing (apt-get install nftables)");
+    }
+    None
+}
