@@ -41,7 +41,7 @@ pub(crate) struct RecvInfo {
 /// Reads the control messages the kernel left in `hdr` after a receive.
 pub(crate) fn parse_recv(hdr: &libc::msghdr) -> RecvInfo {
     let mut info = RecvInfo::default();
-    if hdr.msg_control.is_null() || (hdr.msg_controllen as usize) < size_of::<libc::cmsghdr>() {
+    if hdr.msg_control.is_null() || hdr.msg_controllen < size_of::<libc::cmsghdr>() as _ {
         return info;
     }
     // SAFETY: the kernel filled msg_control/msg_controllen (which we set to

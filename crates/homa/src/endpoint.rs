@@ -91,6 +91,9 @@ pub struct RuntimeStats {
     pub ce_received: u64,
 }
 
+/// A received packet the fault shim holds back: source, bytes, CE mark.
+type HeldPacket = (SocketAddr, Vec<u8>, bool);
+
 /// How the reader waits for input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ReadMode {
@@ -127,8 +130,7 @@ struct State {
     /// Bumped whenever what a waiter checks may have changed, so spinning
     /// waiters re-check only then.
     generation: u64,
-    /// Held-back received packets are (source, bytes, CE mark).
-    faults: Option<Faults<Transmit, (SocketAddr, Vec<u8>, bool)>>,
+    faults: Option<Faults<Transmit, HeldPacket>>,
 }
 
 /// The runtime's counters, updated without the lock.

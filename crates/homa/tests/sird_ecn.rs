@@ -189,9 +189,14 @@ fn ce_marks_reach_both_ends() {
 
 /// A SIRD sender made by hand over a plain UDP socket: it asks for credit
 /// for one long request, then in rounds sends all the credit it holds and
-/// waits until the receiver has taken all of it in. Between rounds the
-/// receiver's credit lead is exactly what its per-sender bucket allows, a
-/// number that does not depend on timing.
+/// waits until the receiver has taken all of it in. The receiver's credit
+/// lead after a round lies between its per-sender bucket at the end of the
+/// round and that bucket at the round's start (it may have credited part
+/// of the round's data before the bucket shrank, depending on how the
+/// kernel batched the packets); the bucket itself is a function of the
+/// bytes received and their marks only. So: an unmarked sender's lead is
+/// the full bucket every round, a marked sender's never grows, and it is
+/// one packet from the round after the bucket reached its floor on.
 struct HandSender {
     sock: UdpSocket,
     server: SocketAddr,
