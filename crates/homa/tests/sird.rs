@@ -5,13 +5,18 @@
 //! raw IPv4 protocol 146, through the blocking and the tokio APIs. Every
 //! byte is checked. And endpoints of different designs that meet fail the
 //! RPC with `DesignMismatch`, both ways, both APIs, rather than hang.
+//! Without root, a stand-in peer that reads each datagram's TOS / traffic
+//! class shows SIRD's packets carry ECT(0) next to their priority bits and
+//! Homa's no ECN codepoint (`sird_ecn.rs` checks the same with nftables,
+//! raw IP included, and CE marks end to end).
 
 mod common;
 
-use common::{assert_bytes, is_root, max_payload, pattern, EchoServer, CALL_TIMEOUT};
+use common::{assert_bytes, is_root, max_payload, pattern, EchoServer, UdpStandIn, CALL_TIMEOUT};
 use homa::{AsyncEndpoint, Config, Endpoint, Error, Transport};
 use homa_core::Design;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 fn sird_config(transport: Transport) -> Config {
     let mut c = Config::default();
@@ -208,4 +213,52 @@ fn design_mismatch_through_the_async_api() {
             client.shutdown();
         }
     });
+}
+
+/// The ECN bits of what a client of `design` sends: a short request and
+/// the credit request / unscheduled prefix of a long one, to a stand-in
+/// server that never answers (so the client also retransmits).
+fn ecn_bits_sent(design: Design, ip: &str) -> Vec<u8> {
+    let standin = UdpStandIn::bind(ip);
+    let any: SocketAddr = format!("{ip}:0").parse().unwrap();
+    let mut c = Config::default();
+    c.core.design = design;
+    let client = Endpoint::bind(any, c).unwrap();
+    client.send_request(standin.addr(), pattern(1, 10)).unwrap();
+    client
+        .send_request(standin.addr(), pattern(2, 100_000))
+        .unwrap();
+    let mut tos = Vec::new();
+    while tos.len() < 20 {
+        match standin.recv(Duration::from_secs(5)) {
+            Some((_, t)) => tos.push(t),
+            None => break,
+        }
+    }
+    assert!(
+        tos.len() >= 2,
+        "{design:?} {ip}: only {} packets came",
+        tos.len()
+    );
+    eprintln!("{design:?} {ip}: TOS bytes {tos:x?}");
+    tos
+}
+
+#[test]
+fn sird_packets_carry_ect0_homa_packets_none() {
+    for ip in ["127.0.0.1", "[::1]"] {
+        let sird = ecn_bits_sent(Design::Sird, ip);
+        assert!(
+            sird.iter().all(|t| t & 0b11 == 0b10),
+            "SIRD {ip}: TOS bytes {sird:x?}, want ECT(0) in every one"
+        );
+        let homa = ecn_bits_sent(Design::Homa, ip);
+        assert!(
+            homa.iter().all(|t| t & 0b11 == 0),
+            "Homa {ip}: TOS bytes {homa:x?}, want no ECN codepoint"
+        );
+        // The priority bits are Homa's as before: the top level for short
+        // unscheduled data and control.
+        assert!(homa.iter().any(|t| t >> 5 == 7), "{homa:x?}");
+    }
 }
