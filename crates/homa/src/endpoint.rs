@@ -18,7 +18,7 @@ use crate::socket::{HomaSocket, RecvBufs};
 use crate::wake::{sleep, Kick};
 use crate::Error;
 use bytes::Bytes;
-use homa_core::{Event, Metrics, Nanos, Pacer, RpcId, Transmit};
+use homa_core::{Event, Metrics, Nanos, Pacer, PacketMeta, RpcId, Transmit};
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -83,7 +83,16 @@ pub struct RuntimeStats {
     pub recv_calls: u64,
     /// Times the pacer held a packet back.
     pub pacer_holds: u64,
+    /// Received packets whose IP header carried the ECN mark "congestion
+    /// experienced" (CE), in packets (a GRO batch counts as the packets it
+    /// holds). Read in SIRD mode only (the socket asks for the TOS byte
+    /// then); always 0 in Homa mode. Each is handed to the core as
+    /// `PacketMeta::ce`, which shrinks the sender's network bucket.
+    pub ce_received: u64,
 }
+
+/// A received packet the fault shim holds back: source, bytes, CE mark.
+type HeldPacket = (SocketAddr, Vec<u8>, bool);
 
 /// How the reader waits for input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +130,7 @@ struct State {
     /// Bumped whenever what a waiter checks may have changed, so spinning
     /// waiters re-check only then.
     generation: u64,
-    faults: Option<Faults<Transmit, (SocketAddr, Vec<u8>)>>,
+    faults: Option<Faults<Transmit, HeldPacket>>,
 }
 
 /// The runtime's counters, updated without the lock.
@@ -140,6 +149,7 @@ struct Stats {
     port_mismatch_drops: AtomicU64,
     recv_calls: AtomicU64,
     pacer_holds: AtomicU64,
+    ce_received: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -217,6 +227,9 @@ impl Endpoint {
             // GRO holds packets back in the kernel for a moment; with busy
             // polling that costs more than it saves.
             config.receive_offload && !config.busy_poll,
+            // SIRD's receiver reacts to ECN marks; Homa does not use them
+            // (and its packets stay as they were).
+            config.core.design == homa_core::Design::Sird,
         )?;
         let mut config = config;
         config.core.lower_header_bytes = sock.lower_header_bytes();
@@ -438,6 +451,7 @@ impl Endpoint {
             port_mismatch_drops: get(&s.port_mismatch_drops),
             recv_calls: get(&s.recv_calls),
             pacer_holds: get(&s.pacer_holds),
+            ce_received: get(&s.ce_received),
         }
     }
 
@@ -569,9 +583,9 @@ impl Inner {
 
     /// Takes in one received datagram: through the fault shim if there is
     /// one, then the port check, then the core.
-    fn receive(&self, st: &mut State, now: Nanos, src: SocketAddr, bytes: &[u8], backlog: bool) {
+    fn receive(&self, st: &mut State, now: Nanos, src: SocketAddr, bytes: &[u8], meta: PacketMeta) {
         let Some(f) = st.faults.as_mut() else {
-            self.deliver(st, now, src, bytes, backlog);
+            self.deliver(st, now, src, bytes, meta);
             return;
         };
         let s = &self.stats;
@@ -587,17 +601,17 @@ impl Inner {
             }
             Verdict::Hold => {
                 s.injected_recv_reorders.fetch_add(1, Ordering::Relaxed);
-                f.recv.hold(now, (src, bytes.to_vec()));
+                f.recv.hold(now, (src, bytes.to_vec(), meta.ce));
                 return;
             }
         }
         let released = f.recv.passed();
-        self.deliver(st, now, src, bytes, backlog);
+        self.deliver(st, now, src, bytes, meta);
         if verdict == Verdict::Duplicate {
-            self.deliver(st, now, src, bytes, backlog);
+            self.deliver(st, now, src, bytes, meta);
         }
-        for (src, bytes) in released {
-            self.deliver(st, now, src, &bytes, false);
+        for (src, bytes, ce) in released {
+            self.deliver(st, now, src, &bytes, late(ce));
         }
     }
 
@@ -606,17 +620,18 @@ impl Inner {
         let Some(f) = st.faults.as_mut() else {
             return;
         };
-        for (src, bytes) in f.recv.due(now) {
-            self.deliver(st, now, src, &bytes, false);
+        for (src, bytes, ce) in f.recv.due(now) {
+            self.deliver(st, now, src, &bytes, late(ce));
         }
     }
 
     /// Hands a packet to the core unless its Homa ports contradict its UDP
     /// ports (UDP only; shorter packets go on, for the core to reject).
-    /// `backlog`: the socket holds more than we took in this call, so the
-    /// core may shed new requests of unproven peers (see
-    /// `homa_core::Endpoint::handle_packet_backlogged`).
-    fn deliver(&self, st: &mut State, now: Nanos, src: SocketAddr, bytes: &[u8], backlog: bool) {
+    /// `meta.backlogged`: the socket holds more than we took in this call,
+    /// so the core may shed new requests of unproven peers (see
+    /// `homa_core::Endpoint::handle_packet_backlogged`); `meta.ce`: the
+    /// packet came marked CE.
+    fn deliver(&self, st: &mut State, now: Nanos, src: SocketAddr, bytes: &[u8], meta: PacketMeta) {
         if self.sock.has_udp_ports() && bytes.len() >= 4 {
             let sport = u16::from_be_bytes([bytes[0], bytes[1]]);
             let dport = u16::from_be_bytes([bytes[2], bytes[3]]);
@@ -627,11 +642,7 @@ impl Inner {
                 return;
             }
         }
-        if backlog {
-            st.core.handle_packet_backlogged(now, src.ip(), bytes);
-        } else {
-            st.core.handle_packet(now, src.ip(), bytes);
-        }
+        st.core.handle_packet_meta(now, src.ip(), bytes, meta);
     }
 
     /// Hands packets to the kernel, up to 64 per system call.
@@ -766,10 +777,17 @@ impl Inner {
             }
             let mut st = self.lock();
             let now = self.now();
-            let backlog = n == max && max > 1;
+            let backlogged = n == max && max > 1;
+            let mut ce_marks = 0;
             for i in 0..n {
-                let (src, bytes) = rb.datagram(i);
-                self.receive(&mut st, now, src, bytes, backlog);
+                let (src, bytes, ce) = rb.datagram(i);
+                ce_marks += ce as u64;
+                self.receive(&mut st, now, src, bytes, PacketMeta { ce, backlogged });
+            }
+            if ce_marks > 0 {
+                self.stats
+                    .ce_received
+                    .fetch_add(ce_marks, Ordering::Relaxed);
             }
             self.receive_due(&mut st, now);
             // Timers only once the socket is drained: packets still queued
@@ -976,5 +994,14 @@ impl Inner {
         let (tx, rx) = oneshot::channel();
         st.async_requests.push_back(tx);
         Ok(rx)
+    }
+}
+
+/// What a held-back received packet goes to the core with when its time
+/// comes: its own CE mark, and not backlogged (the backlog it met is gone).
+fn late(ce: bool) -> PacketMeta {
+    PacketMeta {
+        ce,
+        backlogged: false,
     }
 }

@@ -8,9 +8,17 @@
 //! its priority queues. Sends are batched (`sendmmsg`, UDP GSO), receives
 //! too (`recvmmsg`, UDP GRO), and a pacer keeps the bytes queued in the
 //! kernel below a limit so that the core's SRPT choices hold.
+//!
+//! In SIRD mode (`config.core.design = Design::Sird`, see
+//! [`homa_core::Design`]) every packet also carries ECT(0) in the ECN bits
+//! of that byte, and the receiver reads the ECN field of what arrives
+//! (`IP_RECVTOS` / `IPV6_RECVTCLASS` over UDP, the IP header over raw IPv4):
+//! packets marked CE ("congestion experienced") by a switch reach the core
+//! as `PacketMeta::ce`, and are counted in [`RuntimeStats::ce_received`].
 #![deny(missing_docs)]
 
 mod async_api;
+mod cmsg;
 mod config;
 mod endpoint;
 mod error;

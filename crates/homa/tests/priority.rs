@@ -19,9 +19,7 @@ use homa::{Config, Endpoint, RpcId, Transport};
 use homa_wire::{Body, CommonHeader, Packet, PacketType, CUTOFF_UNLIMITED};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
-use std::mem::{size_of, zeroed};
-use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// Something that receives Homa packets with their TOS byte and can send
@@ -36,92 +34,17 @@ trait StandIn {
     fn send(&self, packet: &[u8], to: SocketAddr);
 }
 
-/// A UDP socket with IP_RECVTOS (IPv4) or IPV6_RECVTCLASS (IPv6) on.
-struct UdpStandIn {
-    sock: UdpSocket,
-    v6: bool,
-}
-
-impl UdpStandIn {
-    fn bind(ip: &str) -> UdpStandIn {
-        let sock = UdpSocket::bind(format!("{ip}:0")).unwrap();
-        let v6 = sock.local_addr().unwrap().is_ipv6();
-        let (level, name) = if v6 {
-            (libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS)
-        } else {
-            (libc::IPPROTO_IP, libc::IP_RECVTOS)
-        };
-        let one: libc::c_int = 1;
-        // SAFETY: sets an int option on a socket we own.
-        let r = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                level,
-                name,
-                &one as *const libc::c_int as *const libc::c_void,
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(r, 0, "setsockopt: {}", io::Error::last_os_error());
-        UdpStandIn { sock, v6 }
-    }
-}
-
-impl StandIn for UdpStandIn {
+impl StandIn for common::UdpStandIn {
     fn addr(&self) -> SocketAddr {
-        self.sock.local_addr().unwrap()
+        common::UdpStandIn::addr(self)
     }
 
     fn recv(&self, timeout: Duration) -> Option<(Vec<u8>, u8)> {
-        self.sock.set_read_timeout(Some(timeout)).unwrap();
-        let mut buf = vec![0u8; 65_536];
-        let mut cmsg = [0u64; 16];
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
-        // SAFETY: all-zero is a valid msghdr; the pointers set below refer
-        // to live buffers for the duration of recvmsg.
-        let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cmsg.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = size_of::<[u64; 16]>() as _;
-        // SAFETY: msg describes live buffers.
-        let n = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            assert!(
-                matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ),
-                "recvmsg: {e}"
-            );
-            return None;
-        }
-        let mut tos = None;
-        // SAFETY: CMSG_* walk the control buffer the kernel filled.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                let data = libc::CMSG_DATA(c);
-                match ((*c).cmsg_level, (*c).cmsg_type) {
-                    (libc::IPPROTO_IP, libc::IP_TOS) if !self.v6 => tos = Some(*data),
-                    (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if self.v6 => {
-                        tos = Some(std::ptr::read_unaligned(data as *const libc::c_int) as u8)
-                    }
-                    _ => {}
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
-            }
-        }
-        buf.truncate(n as usize);
-        Some((buf, tos.expect("the kernel reported no TOS/traffic class")))
+        common::UdpStandIn::recv(self, timeout)
     }
 
     fn send(&self, packet: &[u8], to: SocketAddr) {
-        self.sock.send_to(packet, to).unwrap();
+        common::UdpStandIn::send(self, packet, to)
     }
 }
 
@@ -390,14 +313,14 @@ fn check_priorities(name: &str, s: &dyn StandIn, client: &Endpoint) {
 
 #[test]
 fn tos_per_packet_udp4() {
-    let s = UdpStandIn::bind("127.0.0.1");
+    let s = common::UdpStandIn::bind("127.0.0.1");
     let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), Config::default()).unwrap();
     check_priorities("udp4", &s, &client);
 }
 
 #[test]
 fn tos_per_packet_udp6() {
-    let s = UdpStandIn::bind("[::1]");
+    let s = common::UdpStandIn::bind("[::1]");
     let client = Endpoint::bind("[::1]:0".parse().unwrap(), Config::default()).unwrap();
     check_priorities("udp6", &s, &client);
 }

@@ -5,7 +5,10 @@
 
 use bytes::Bytes;
 use homa::{Config, Endpoint, Error, Transport};
-use std::net::SocketAddr;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -352,5 +355,144 @@ fn remove_stale_namespaces() {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             let _ = run("ip", &["netns", "del", name]);
         }
+    }
+}
+
+impl NetNs {
+    /// The packet counts of the rules of `table` (family `family`) that
+    /// carry a counter and a `comment "name"`, by name.
+    pub fn nft_counters(
+        &self,
+        family: &str,
+        table: &str,
+    ) -> Result<std::collections::BTreeMap<String, u64>, String> {
+        let rules = self.exec("nft", &["list", "table", family, table])?;
+        let mut out = std::collections::BTreeMap::new();
+        for line in rules.lines() {
+            let Some(i) = line.find("counter packets ") else {
+                continue;
+            };
+            let Some(n) = line[i + 16..]
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            let Some(c) = line.find("comment \"") else {
+                continue;
+            };
+            let name = line[c + 9..].split('"').next().unwrap_or_default();
+            out.insert(name.to_string(), n);
+        }
+        Ok(out)
+    }
+}
+
+/// Why a test that needs root, `ip` and `nft` cannot run here, if it
+/// cannot.
+pub fn netns_nft_unavailable() -> Option<&'static str> {
+    if !is_root() {
+        return Some("needs root (network namespaces, nftables)");
+    }
+    if !have_tool("ip") {
+        return Some("the `ip` binary is missing (iproute2)");
+    }
+    if !have_tool("nft") {
+        return Some("the `nft` binary is missing (apt-get install nftables)");
+    }
+    None
+}
+
+/// A UDP socket with IP_RECVTOS (IPv4) or IPV6_RECVTCLASS (IPv6) on: a
+/// stand-in peer that sees the TOS / traffic class byte of each datagram.
+pub struct UdpStandIn {
+    sock: UdpSocket,
+    v6: bool,
+}
+
+impl UdpStandIn {
+    /// Binds to an ephemeral port of `ip` ("127.0.0.1", "[::1]").
+    pub fn bind(ip: &str) -> UdpStandIn {
+        let sock = UdpSocket::bind(format!("{ip}:0")).unwrap();
+        let v6 = sock.local_addr().unwrap().is_ipv6();
+        let (level, name) = if v6 {
+            (libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS)
+        } else {
+            (libc::IPPROTO_IP, libc::IP_RECVTOS)
+        };
+        let one: libc::c_int = 1;
+        // SAFETY: sets an int option on a socket we own.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                level,
+                name,
+                &one as *const libc::c_int as *const libc::c_void,
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0, "setsockopt: {}", io::Error::last_os_error());
+        UdpStandIn { sock, v6 }
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.sock.local_addr().unwrap()
+    }
+
+    /// The next datagram and its TOS / traffic class byte, or None after
+    /// `timeout`.
+    pub fn recv(&self, timeout: Duration) -> Option<(Vec<u8>, u8)> {
+        self.sock.set_read_timeout(Some(timeout)).unwrap();
+        let mut buf = vec![0u8; 65_536];
+        let mut cmsg = [0u64; 16];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: all-zero is a valid msghdr; the pointers set below refer
+        // to live buffers for the duration of recvmsg.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cmsg.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = size_of::<[u64; 16]>() as _;
+        // SAFETY: msg describes live buffers.
+        let n = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            assert!(
+                matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ),
+                "recvmsg: {e}"
+            );
+            return None;
+        }
+        let mut tos = None;
+        // SAFETY: CMSG_* walk the control buffer the kernel filled.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                let data = libc::CMSG_DATA(c);
+                match ((*c).cmsg_level, (*c).cmsg_type) {
+                    (libc::IPPROTO_IP, libc::IP_TOS) if !self.v6 => tos = Some(*data),
+                    (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if self.v6 => {
+                        tos = Some(std::ptr::read_unaligned(data as *const libc::c_int) as u8)
+                    }
+                    _ => {}
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        buf.truncate(n as usize);
+        Some((buf, tos.expect("the kernel reported no TOS/traffic class")))
+    }
+
+    /// Sends a datagram to `to`.
+    pub fn send(&self, packet: &[u8], to: SocketAddr) {
+        self.sock.send_to(packet, to).unwrap();
     }
 }

@@ -1,25 +1,25 @@
 //! The operating-system side: a UDP (IPv4/IPv6) or raw IPv4 socket, batched
-//! sends with a per-packet TOS byte (`priority << 5`) and UDP GSO, batched
-//! receives with UDP GRO.
+//! sends with a per-packet TOS byte (`priority << 5`, plus ECT(0) in SIRD
+//! mode) and UDP GSO, batched receives with UDP GRO (in [`recv`]).
 
+mod recv;
+
+pub(crate) use recv::RecvBufs;
+
+use crate::cmsg::{self, CmsgBuf, UDP_GRO};
 use crate::config::Transport;
 use crate::Error;
 use homa_core::Transmit;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 
-/// Largest datagram a receive buffer holds (a GRO batch or a 64 KiB packet).
-const RECV_BUF: usize = 65_536;
 /// Most segments the kernel accepts in one GSO send.
 const MAX_GSO_SEGMENTS: usize = 64;
 /// Most payload bytes in one UDP datagram (what a GSO send may carry).
 const MAX_UDP_PAYLOAD: usize = 65_507;
-// Not (yet) in every libc release.
-const UDP_SEGMENT: libc::c_int = 103;
-const UDP_GRO: libc::c_int = 104;
 
 /// Homa ports taken by raw-IP endpoints of this process. The kernel keeps
 /// no Homa ports, so without this two endpoints could share one and both
@@ -52,9 +52,6 @@ impl Drop for RawPort {
     }
 }
 
-/// Control-message space, 8-byte aligned as `cmsghdr` requires.
-type CmsgBuf = [u64; 8];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Udp4,
@@ -69,57 +66,24 @@ pub(crate) struct HomaSocket {
     kind: Kind,
     gso: bool,
     gro: bool,
+    /// ECN (SIRD): packets go out ECT(0), and received CE marks are read
+    /// (`IP_RECVTOS` / `IPV6_RECVTCLASS` over UDP, the IP header over raw).
+    ecn: bool,
     _raw_port: Option<RawPort>,
-}
-
-/// Receive buffers, reused across calls by whichever thread is reading.
-pub(crate) struct RecvBufs {
-    bufs: Vec<Vec<u8>>,
-    names: Vec<libc::sockaddr_storage>,
-    cmsgs: Vec<CmsgBuf>,
-    iovs: Vec<libc::iovec>,
-    msgs: Vec<libc::mmsghdr>,
-    /// Datagrams of the last receive: (source, buffer, start, length). The
-    /// source's port is the UDP source port (0 for raw IP, which has none).
-    pub(crate) got: Vec<(SocketAddr, usize, usize, usize)>,
-}
-
-// SAFETY: the raw pointers in `iovs` and `msgs` point only into this
-// struct's own vectors and are rebuilt before every use; nothing else holds
-// them, so moving the struct to another thread is sound.
-unsafe impl Send for RecvBufs {}
-
-impl RecvBufs {
-    pub(crate) fn new(batch: usize) -> RecvBufs {
-        let n = batch.max(1);
-        RecvBufs {
-            bufs: (0..n).map(|_| vec![0u8; RECV_BUF]).collect(),
-            // SAFETY: all-zero is a valid value for these plain C structs.
-            names: vec![unsafe { zeroed() }; n],
-            cmsgs: vec![[0u64; 8]; n],
-            iovs: Vec::with_capacity(n),
-            msgs: Vec::with_capacity(n),
-            got: Vec::new(),
-        }
-    }
-
-    /// Bytes of datagram `i` of the last receive.
-    pub(crate) fn datagram(&self, i: usize) -> (SocketAddr, &[u8]) {
-        let (src, b, start, len) = self.got[i];
-        (src, &self.bufs[b][start..start + len])
-    }
 }
 
 impl HomaSocket {
     /// Opens and binds a socket. Port 0 picks a client port (the kernel's
     /// ephemeral range for UDP; a random port at or above 0x8000 for raw IP,
-    /// where the kernel keeps no Homa ports).
+    /// where the kernel keeps no Homa ports). With `ecn` every packet goes
+    /// out ECN-capable (ECT(0)) and received CE marks are reported.
     pub(crate) fn open(
         addr: SocketAddr,
         transport: Transport,
         buffer_bytes: usize,
         gso: bool,
         gro: bool,
+        ecn: bool,
     ) -> Result<(HomaSocket, SocketAddr), Error> {
         if addr.ip().is_multicast() {
             return Err(Error::BadAddress(format!(
@@ -193,11 +157,20 @@ impl HomaSocket {
             kind,
             gso: false,
             gro: false,
+            ecn,
             _raw_port: raw_port,
         };
         if kind != Kind::Raw4 {
             s.gso = gso;
             s.gro = gro && s.setsockopt_int(libc::SOL_UDP, UDP_GRO, 1).is_ok();
+        }
+        if ecn {
+            // (Raw IPv4 sockets receive the IP header, TOS included.)
+            match kind {
+                Kind::Udp4 => s.setsockopt_int(libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?,
+                Kind::Udp6 => s.setsockopt_int(libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?,
+                Kind::Raw4 => {}
+            }
         }
         Ok((s, local))
     }
@@ -243,130 +216,6 @@ impl HomaSocket {
         } else {
             Err(io::Error::last_os_error())
         }
-    }
-
-    /// Receives up to `max` datagrams (at most a batch) without blocking;
-    /// returns how many (0 when nothing is waiting). A GRO buffer counts as
-    /// the packets it holds.
-    pub(crate) fn recv(&self, rb: &mut RecvBufs, max: usize) -> io::Result<usize> {
-        if max <= 1 && !self.gro {
-            return self.recv_one(rb);
-        }
-        let n = rb.bufs.len().min(max.max(1));
-        let RecvBufs {
-            bufs,
-            names,
-            cmsgs,
-            iovs,
-            msgs,
-            got,
-        } = rb;
-        got.clear();
-        iovs.clear();
-        iovs.extend(bufs.iter_mut().take(n).map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        }));
-        msgs.clear();
-        for i in 0..n {
-            // SAFETY: all-zero is a valid mmsghdr; the pointers set below
-            // refer to vectors of `rb` that outlive the recvmmsg call.
-            let mut m: libc::mmsghdr = unsafe { zeroed() };
-            m.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-            m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            m.msg_hdr.msg_iov = &mut iovs[i];
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_control = cmsgs[i].as_mut_ptr() as *mut libc::c_void;
-            m.msg_hdr.msg_controllen = size_of::<CmsgBuf>() as _;
-            msgs.push(m);
-        }
-        // SAFETY: msgs holds n initialised headers whose buffers stay alive
-        // and unaliased for the duration of the call.
-        let r = unsafe {
-            libc::recvmmsg(
-                self.fd(),
-                msgs.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            return nothing_received();
-        }
-        for (i, m) in msgs.iter().enumerate().take(r as usize) {
-            let len = m.msg_len as usize;
-            let Some(src) = sockaddr_addr(&names[i]) else {
-                continue;
-            };
-            let buf = &bufs[i];
-            let (start, len) = if self.kind == Kind::Raw4 {
-                // Raw IPv4 sockets deliver the IP header too.
-                let ihl = buf.first().map(|b| (b & 0x0f) as usize * 4).unwrap_or(0);
-                if ihl < 20 || ihl > len {
-                    continue;
-                }
-                (ihl, len - ihl)
-            } else {
-                (0, len)
-            };
-            let seg = if self.gro {
-                gro_segment_size(&m.msg_hdr)
-            } else {
-                None
-            };
-            match seg {
-                Some(seg) if seg > 0 && seg < len => {
-                    let mut off = 0;
-                    while off < len {
-                        let l = seg.min(len - off);
-                        got.push((src, i, start + off, l));
-                        off += l;
-                    }
-                }
-                _ => got.push((src, i, start, len)),
-            }
-        }
-        Ok(got.len())
-    }
-
-    /// Receives one datagram with the cheapest call there is (`recvfrom`):
-    /// what a spinning reader does between arrivals.
-    fn recv_one(&self, rb: &mut RecvBufs) -> io::Result<usize> {
-        rb.got.clear();
-        // SAFETY: all-zero is a valid sockaddr_storage.
-        let mut name: libc::sockaddr_storage = unsafe { zeroed() };
-        let mut namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        let buf = &mut rb.bufs[0];
-        // SAFETY: buf and name are live, writable and as long as we say.
-        let r = unsafe {
-            libc::recvfrom(
-                self.fd(),
-                buf.as_mut_ptr() as *mut libc::c_void,
-                buf.len(),
-                libc::MSG_DONTWAIT,
-                &mut name as *mut _ as *mut libc::sockaddr,
-                &mut namelen,
-            )
-        };
-        if r < 0 {
-            return nothing_received();
-        }
-        let len = r as usize;
-        let Some(src) = sockaddr_addr(&name) else {
-            return Ok(0);
-        };
-        let start = if self.kind == Kind::Raw4 {
-            let ihl = buf.first().map(|b| (b & 0x0f) as usize * 4).unwrap_or(0);
-            if ihl < 20 || ihl > len {
-                return Ok(0);
-            }
-            ihl
-        } else {
-            0
-        };
-        rb.got.push((src, 0, start, len - start));
-        Ok(1)
     }
 
     /// Sends a batch. Runs of packets to the same place at the same priority
@@ -420,11 +269,9 @@ impl HomaSocket {
             m.msg_hdr.msg_namelen = names[g].len();
             m.msg_hdr.msg_iov = &mut iovs[2 * first];
             m.msg_hdr.msg_iovlen = (2 * count) as _;
-            let tos = (batch[first].priority as libc::c_int) << 5;
+            let tos = self.tos(batch[first].priority);
             let gso = (count > 1).then_some(seg as u16);
-            // SAFETY: the control buffer is 64 bytes, enough for an int
-            // option and a u16 option, and properly aligned.
-            let used = unsafe { self.fill_cmsgs(&mut m.msg_hdr, &mut cmsgs[g], tos, gso) };
+            let used = cmsg::fill_send(&mut m.msg_hdr, &mut cmsgs[g], self.v6(), tos, gso);
             m.msg_hdr.msg_controllen = used as _;
             msgs.push(m);
         }
@@ -476,19 +323,17 @@ impl HomaSocket {
         let name = self.dest_name(t.dst);
         let mut iov = iovecs(t);
         let mut cmsg: CmsgBuf = [0u64; 8];
-        // SAFETY: all-zero is a valid msghdr; its pointers refer to locals
-        // that outlive the sendmsg call, and the kernel only reads them.
-        let r = unsafe {
-            let mut m: libc::msghdr = zeroed();
-            m.msg_name = name.as_ptr() as *mut libc::c_void;
-            m.msg_namelen = name.len();
-            m.msg_iov = iov.as_mut_ptr();
-            m.msg_iovlen = 2;
-            let tos = (t.priority as libc::c_int) << 5;
-            let used = self.fill_cmsgs(&mut m, &mut cmsg, tos, None);
-            m.msg_controllen = used as _;
-            libc::sendmsg(self.fd(), &m, libc::MSG_DONTWAIT)
-        };
+        // SAFETY: all-zero is a valid msghdr.
+        let mut m: libc::msghdr = unsafe { zeroed() };
+        m.msg_name = name.as_ptr() as *mut libc::c_void;
+        m.msg_namelen = name.len();
+        m.msg_iov = iov.as_mut_ptr();
+        m.msg_iovlen = 2;
+        let used = cmsg::fill_send(&mut m, &mut cmsg, self.v6(), self.tos(t.priority), None);
+        m.msg_controllen = used as _;
+        // SAFETY: the pointers in `m` refer to locals that outlive the
+        // sendmsg call, and the kernel only reads them.
+        let r = unsafe { libc::sendmsg(self.fd(), &m, libc::MSG_DONTWAIT) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::WouldBlock {
@@ -500,41 +345,18 @@ impl HomaSocket {
         }
     }
 
-    /// Writes the TOS (or traffic class) and, for GSO, the segment size.
-    ///
-    /// # Safety
-    /// `hdr.msg_control` must be unset; `buf` must outlive the send.
-    unsafe fn fill_cmsgs(
-        &self,
-        hdr: &mut libc::msghdr,
-        buf: &mut CmsgBuf,
-        tos: libc::c_int,
-        gso: Option<u16>,
-    ) -> usize {
-        hdr.msg_control = buf.as_mut_ptr() as *mut libc::c_void;
-        hdr.msg_controllen = size_of::<CmsgBuf>() as _;
-        let (level, name) = match self.kind {
-            Kind::Udp6 => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
-            _ => (libc::IPPROTO_IP, libc::IP_TOS),
-        };
-        let mut used = 0;
-        // SAFETY (for the block): CMSG_* walk the buffer set above, which is
-        // large enough for both messages.
-        let c = libc::CMSG_FIRSTHDR(hdr);
-        (*c).cmsg_level = level;
-        (*c).cmsg_type = name;
-        (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::c_int, tos);
-        used += libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize;
-        if let Some(seg) = gso {
-            let c2 = libc::CMSG_NXTHDR(hdr, c);
-            (*c2).cmsg_level = libc::SOL_UDP;
-            (*c2).cmsg_type = UDP_SEGMENT;
-            (*c2).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c2) as *mut u16, seg);
-            used += libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
-        }
-        used
+    /// The TOS (or traffic class) byte of a packet at Homa `priority`: the
+    /// priority in the precedence bits (`priority << 5`), and in ECN mode
+    /// ECT(0) in the ECN bits. (Homa mode leaves the ECN bits 0: its
+    /// packets are byte for byte what they were before SIRD.)
+    fn tos(&self, priority: u8) -> u8 {
+        let ecn = if self.ecn { cmsg::ECN_ECT0 } else { 0 };
+        ((priority & 7) << 5) | ecn
+    }
+
+    /// True for an IPv6 socket (traffic class instead of TOS).
+    fn v6(&self) -> bool {
+        self.kind == Kind::Udp6
     }
 }
 
@@ -592,55 +414,4 @@ fn iovecs(t: &Transmit) -> [libc::iovec; 2] {
             iov_len: t.payload.len(),
         },
     ]
-}
-
-/// Reads errno after a failed receive: "nothing came" for the expected
-/// cases (no data, a signal, or an ICMP error left by an earlier send, which
-/// says nothing about this receive), the error otherwise.
-fn nothing_received() -> io::Result<usize> {
-    let e = io::Error::last_os_error();
-    match e.kind() {
-        io::ErrorKind::WouldBlock
-        | io::ErrorKind::Interrupted
-        | io::ErrorKind::ConnectionRefused => Ok(0),
-        _ => Err(e),
-    }
-}
-
-/// The source of a datagram: its IP address and (for UDP) its port; raw
-/// IPv4 sockets report port 0.
-fn sockaddr_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
-    match ss.ss_family as libc::c_int {
-        libc::AF_INET => {
-            // SAFETY: the family says the storage holds a sockaddr_in.
-            let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
-            let ip = IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
-            Some(SocketAddr::new(ip, u16::from_be(sin.sin_port)))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: the family says the storage holds a sockaddr_in6.
-            let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
-            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
-            let v4 = ip.to_ipv4_mapped();
-            let ip = v4.map(IpAddr::V4).unwrap_or(IpAddr::V6(ip));
-            Some(SocketAddr::new(ip, u16::from_be(sin6.sin6_port)))
-        }
-        _ => None,
-    }
-}
-
-fn gro_segment_size(hdr: &libc::msghdr) -> Option<usize> {
-    // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_* stay
-    // within them.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(hdr);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
-                let v = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::c_int);
-                return Some(v as usize);
-            }
-            c = libc::CMSG_NXTHDR(hdr, c);
-        }
-    }
-    None
 }

@@ -1,0 +1,289 @@
+//! The receive side of [`HomaSocket`]: batched receives (`recvmmsg`, UDP
+//! GRO), the single-datagram fast path, and each datagram's ECN mark (from
+//! the `IP_RECVTOS` / `IPV6_RECVTCLASS` control message over UDP, from the
+//! IP header itself over raw IPv4).
+
+use super::{HomaSocket, Kind};
+use crate::cmsg::{self, CmsgBuf};
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// Largest datagram a receive buffer holds (a GRO batch or a 64 KiB packet).
+const RECV_BUF: usize = 65_536;
+
+/// One received packet (a GRO batch is cut into its packets).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Datagram {
+    /// The sender: its IP address and UDP source port (0 for raw IP, which
+    /// has none).
+    pub(crate) src: SocketAddr,
+    /// Which receive buffer holds it, where it starts and how long it is.
+    buf: usize,
+    start: usize,
+    len: usize,
+    /// Its IP header carried ECN CE (known only when the socket reads ECN).
+    pub(crate) ce: bool,
+}
+
+/// Receive buffers, reused across calls by whichever thread is reading.
+pub(crate) struct RecvBufs {
+    bufs: Vec<Vec<u8>>,
+    names: Vec<libc::sockaddr_storage>,
+    cmsgs: Vec<CmsgBuf>,
+    iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+    /// Datagrams of the last receive.
+    got: Vec<Datagram>,
+}
+
+// SAFETY: the raw pointers in `iovs` and `msgs` point only into this
+// struct's own vectors and are rebuilt before every use; nothing else holds
+// them, so moving the struct to another thread is sound.
+unsafe impl Send for RecvBufs {}
+
+impl RecvBufs {
+    pub(crate) fn new(batch: usize) -> RecvBufs {
+        let n = batch.max(1);
+        RecvBufs {
+            bufs: (0..n).map(|_| vec![0u8; RECV_BUF]).collect(),
+            // SAFETY: all-zero is a valid value for these plain C structs.
+            names: vec![unsafe { zeroed() }; n],
+            cmsgs: vec![[0u64; 8]; n],
+            iovs: Vec::with_capacity(n),
+            msgs: Vec::with_capacity(n),
+            got: Vec::new(),
+        }
+    }
+
+    /// Datagram `i` of the last receive: its source, bytes and CE mark.
+    pub(crate) fn datagram(&self, i: usize) -> (SocketAddr, &[u8], bool) {
+        let d = self.got[i];
+        (d.src, &self.bufs[d.buf][d.start..d.start + d.len], d.ce)
+    }
+}
+
+impl HomaSocket {
+    /// Receives up to `max` datagrams (at most a batch) without blocking;
+    /// returns how many (0 when nothing is waiting). A GRO buffer counts as
+    /// the packets it holds.
+    pub(crate) fn recv(&self, rb: &mut RecvBufs, max: usize) -> io::Result<usize> {
+        if max <= 1 && !self.gro {
+            return self.recv_one(rb);
+        }
+        let n = rb.bufs.len().min(max.max(1));
+        let RecvBufs {
+            bufs,
+            names,
+            cmsgs,
+            iovs,
+            msgs,
+            got,
+        } = rb;
+        got.clear();
+        iovs.clear();
+        iovs.extend(bufs.iter_mut().take(n).map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        }));
+        msgs.clear();
+        for i in 0..n {
+            // SAFETY: all-zero is a valid mmsghdr; the pointers set below
+            // refer to vectors of `rb` that outlive the recvmmsg call.
+            let mut m: libc::mmsghdr = unsafe { zeroed() };
+            m.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
+            m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            m.msg_hdr.msg_iov = &mut iovs[i];
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = cmsgs[i].as_mut_ptr() as *mut libc::c_void;
+            m.msg_hdr.msg_controllen = size_of::<CmsgBuf>() as _;
+            msgs.push(m);
+        }
+        // SAFETY: msgs holds n initialised headers whose buffers stay alive
+        // and unaliased for the duration of the call.
+        let r = unsafe {
+            libc::recvmmsg(
+                self.fd(),
+                msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            return nothing_received();
+        }
+        for (i, m) in msgs.iter().enumerate().take(r as usize) {
+            let len = m.msg_len as usize;
+            let Some(src) = sockaddr_addr(&names[i]) else {
+                continue;
+            };
+            let info = cmsg::parse_recv(&m.msg_hdr);
+            let Some((start, len, tos)) = self.payload(&bufs[i], len, info.tos) else {
+                continue;
+            };
+            let ce = self.ecn && tos.is_some_and(cmsg::is_ce);
+            let seg = if self.gro { info.gro_segment } else { None };
+            match seg {
+                Some(seg) if seg > 0 && seg < len => {
+                    let mut off = 0;
+                    while off < len {
+                        let l = seg.min(len - off);
+                        got.push(Datagram {
+                            src,
+                            buf: i,
+                            start: start + off,
+                            len: l,
+                            ce,
+                        });
+                        off += l;
+                    }
+                }
+                _ => got.push(Datagram {
+                    src,
+                    buf: i,
+                    start,
+                    len,
+                    ce,
+                }),
+            }
+        }
+        Ok(got.len())
+    }
+
+    /// Where the Homa packet starts in a received buffer of `len` bytes and
+    /// how long it is, and its TOS byte: raw IPv4 sockets deliver the IP
+    /// header too (the TOS is its second byte); UDP's TOS, if any, came as
+    /// a control message (`cmsg_tos`). `None` for a truncated IP header.
+    fn payload(
+        &self,
+        buf: &[u8],
+        len: usize,
+        cmsg_tos: Option<u8>,
+    ) -> Option<(usize, usize, Option<u8>)> {
+        if self.kind != Kind::Raw4 {
+            return Some((0, len, cmsg_tos));
+        }
+        let ihl = buf.first().map(|b| (b & 0x0f) as usize * 4).unwrap_or(0);
+        if ihl < 20 || ihl > len {
+            return None;
+        }
+        Some((ihl, len - ihl, Some(buf[1])))
+    }
+
+    /// Receives one datagram with the cheapest call there is: `recvfrom`
+    /// (what a spinning reader does between arrivals), or `recvmsg` when a
+    /// UDP socket needs its TOS control message for ECN.
+    fn recv_one(&self, rb: &mut RecvBufs) -> io::Result<usize> {
+        rb.got.clear();
+        if self.ecn && self.kind != Kind::Raw4 {
+            return self.recv_one_msg(rb);
+        }
+        // SAFETY: all-zero is a valid sockaddr_storage.
+        let mut name: libc::sockaddr_storage = unsafe { zeroed() };
+        let mut namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let buf = &mut rb.bufs[0];
+        // SAFETY: buf and name are live, writable and as long as we say.
+        let r = unsafe {
+            libc::recvfrom(
+                self.fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                libc::MSG_DONTWAIT,
+                &mut name as *mut _ as *mut libc::sockaddr,
+                &mut namelen,
+            )
+        };
+        if r < 0 {
+            return nothing_received();
+        }
+        let Some(src) = sockaddr_addr(&name) else {
+            return Ok(0);
+        };
+        let Some((start, len, tos)) = self.payload(buf, r as usize, None) else {
+            return Ok(0);
+        };
+        let ce = self.ecn && tos.is_some_and(cmsg::is_ce);
+        rb.got.push(Datagram {
+            src,
+            buf: 0,
+            start,
+            len,
+            ce,
+        });
+        Ok(1)
+    }
+
+    /// [`HomaSocket::recv_one`] with `recvmsg`, to get the TOS byte.
+    fn recv_one_msg(&self, rb: &mut RecvBufs) -> io::Result<usize> {
+        // SAFETY: all-zero is a valid sockaddr_storage.
+        let mut name: libc::sockaddr_storage = unsafe { zeroed() };
+        let buf = &mut rb.bufs[0];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        let control = &mut rb.cmsgs[0];
+        // SAFETY: all-zero is a valid msghdr.
+        let mut m: libc::msghdr = unsafe { zeroed() };
+        m.msg_name = &mut name as *mut _ as *mut libc::c_void;
+        m.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        m.msg_iov = &mut iov;
+        m.msg_iovlen = 1;
+        m.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        m.msg_controllen = size_of::<CmsgBuf>() as _;
+        // SAFETY: every pointer in `m` refers to a live local or to `rb`'s
+        // buffers, writable and as long as we say, for the whole call.
+        let r = unsafe { libc::recvmsg(self.fd(), &mut m, libc::MSG_DONTWAIT) };
+        if r < 0 {
+            return nothing_received();
+        }
+        let Some(src) = sockaddr_addr(&name) else {
+            return Ok(0);
+        };
+        let tos = cmsg::parse_recv(&m).tos;
+        rb.got.push(Datagram {
+            src,
+            buf: 0,
+            start: 0,
+            len: r as usize,
+            ce: tos.is_some_and(cmsg::is_ce),
+        });
+        Ok(1)
+    }
+}
+
+/// Reads errno after a failed receive: "nothing came" for the expected
+/// cases (no data, a signal, or an ICMP error left by an earlier send, which
+/// says nothing about this receive), the error otherwise.
+fn nothing_received() -> io::Result<usize> {
+    let e = io::Error::last_os_error();
+    match e.kind() {
+        io::ErrorKind::WouldBlock
+        | io::ErrorKind::Interrupted
+        | io::ErrorKind::ConnectionRefused => Ok(0),
+        _ => Err(e),
+    }
+}
+
+/// The source of a datagram: its IP address and (for UDP) its port; raw
+/// IPv4 sockets report port 0.
+fn sockaddr_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match ss.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
+            let ip = IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            Some(SocketAddr::new(ip, u16::from_be(sin.sin_port)))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
+            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            let v4 = ip.to_ipv4_mapped();
+            let ip = v4.map(IpAddr::V4).unwrap_or(IpAddr::V6(ip));
+            Some(SocketAddr::new(ip, u16::from_be(sin6.sin6_port)))
+        }
+        _ => None,
+    }
+}
