@@ -3,11 +3,9 @@
 
 use crate::engine::EventQueue;
 use crate::port::{Admit, Discipline, Port, Queued};
-use crate::report::{
-    Bucket, PortReport, QueueStats, RunReport, SlowdownStats, SwitchQueueStats,
-};
-use crate::switches::Switches;
+use crate::report::{Bucket, PortReport, QueueStats, RunReport, SlowdownStats, SwitchQueueStats};
 use crate::scenario::{Pattern, Scenario};
+use crate::switches::Switches;
 use crate::topology::{tx_time, Next, PortKind, Topology, TopologyError, UplinkSelection};
 use crate::transport::{
     HostEnv, HostId, Protocol, QueueDiscipline, SimPacket, Transport, TransportError,
@@ -538,9 +536,7 @@ impl<P: Protocol + Clone> Simulation<P> {
             self.offered_wire += data + self.overhead(size);
             self.offered_data += size;
         }
-        if !overlay
-            && n == self.warmup + (self.to_generate - self.warmup) / 2
-            && self.mid.is_none()
+        if !overlay && n == self.warmup + (self.to_generate - self.warmup) / 2 && self.mid.is_none()
         {
             self.mid = Some((self.offered_data, self.unique_received()));
         }
@@ -887,8 +883,7 @@ impl<P: Protocol + Clone> Simulation<P> {
             counters.insert("overlay_messages".into(), overlay);
             counters.insert("overlay_incomplete".into(), overlay_incomplete);
         }
-        let per_host_gbps =
-            |bytes: u64| bytes as f64 * 8.0 / span_s / self.topo.hosts as f64 / 1e9;
+        let per_host_gbps = |bytes: u64| bytes as f64 * 8.0 / span_s / self.topo.hosts as f64 / 1e9;
         let events = self.events.processed();
         RunReport {
             protocol: self.protocol_name.to_string(),
@@ -919,9 +914,12 @@ impl<P: Protocol + Clone> Simulation<P> {
             short_half,
             buckets,
             queues,
-            switches: [("tor".to_string(), snap.tor), ("spine".to_string(), snap.spine)]
-                .into_iter()
-                .collect(),
+            switches: [
+                ("tor".to_string(), snap.tor),
+                ("spine".to_string(), snap.spine),
+            ]
+            .into_iter()
+            .collect(),
             ports,
             counters,
             events,

@@ -93,7 +93,10 @@ fn ce_marks_reach_the_core_and_shrink_core_queues() {
         plain.queues["tor_up"].mean_bytes,
         marked.queues["tor_up"].mean_bytes,
     );
-    assert!(m < p * 0.8, "mean ToR uplink queue {m} with marks vs {p} without");
+    assert!(
+        m < p * 0.8,
+        "mean ToR uplink queue {m} with marks vs {p} without"
+    );
     assert_eq!(marked.messages_incomplete, 0);
 }
 

@@ -70,8 +70,9 @@ impl Options {
 pub const MAX_MESSAGE: u64 = 2_000_000;
 
 /// A delivered/offered ratio over the second half of the window below this
-/// marks a run unstable.
-pub const STABLE_RATIO: f64 = 0.95;
+/// marks a run unstable. (0.95 mislabels runs of a millisecond at 50% load,
+/// whose ratio scatters by a few percent from heavy-tailed sizes alone.)
+pub const STABLE_RATIO: f64 = 0.9;
 
 /// Load of the Fig. 3 sweep (the paper: 95 Gbit/s per link applied).
 pub const SWEEP_LOAD: f64 = 0.95;
@@ -134,13 +135,31 @@ fn plan(o: &Options) -> Vec<(Kind, f64, Scenario)> {
     }
     let (ks, bs) = o.sweep();
     for &k in ks {
-        let mut s = preset::scenario(ProtocolChoice::Homa, Setup::Balanced, "w5", SWEEP_LOAD, &len);
+        let mut s = preset::scenario(
+            ProtocolChoice::Homa,
+            Setup::Balanced,
+            "w5",
+            SWEEP_LOAD,
+            &len,
+        );
         s.homa.max_overcommit = Some(k);
         s.label = format!("k={k}");
-        v.push((Kind::Sweep { overcommit: k as f64 }, SWEEP_LOAD, s));
+        v.push((
+            Kind::Sweep {
+                overcommit: k as f64,
+            },
+            SWEEP_LOAD,
+            s,
+        ));
     }
     for &b in bs {
-        let mut s = preset::scenario(ProtocolChoice::Sird, Setup::Balanced, "w5", SWEEP_LOAD, &len);
+        let mut s = preset::scenario(
+            ProtocolChoice::Sird,
+            Setup::Balanced,
+            "w5",
+            SWEEP_LOAD,
+            &len,
+        );
         s.sird.bucket = Some((b * preset::BDP as f64).round() as u32);
         s.label = format!("B={b}");
         v.push((Kind::Sweep { overcommit: b }, SWEEP_LOAD, s));

@@ -206,11 +206,7 @@ pub fn scenario(
     s.traffic.max_message = Some(len.max_message);
     s.traffic.load = background * wire_per_payload;
     if setup == Setup::Incast {
-        s.traffic.overlay = Some(overlay(
-            payload_load,
-            hosts,
-            s.topology.host_link_gbps,
-        ));
+        s.traffic.overlay = Some(overlay(payload_load, hosts, s.topology.host_link_gbps));
     }
     s
 }
