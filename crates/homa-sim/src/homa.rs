@@ -1,6 +1,8 @@
 //! Homa on a simulated host: the project's protocol core
 //! ([`homa_core::Endpoint`]), unmodified, behind the simulator's
-//! [`Transport`] interface.
+//! [`Transport`] interface. The same adapter runs SIRD: the core with
+//! `Config::design = Design::Sird` ([`Homa::sird`]); ECN marks set by the
+//! simulated switches reach the core as `homa_core::PacketMeta::ce`.
 //!
 //! Each message of the workload is sent as the request of an RPC; the
 //! receiver answers with an empty response at once (the thesis' one-way
@@ -14,7 +16,7 @@ use crate::transport::{
 };
 use crate::{Time, PS_PER_NS};
 use bytes::Bytes;
-use homa_core::{Config, Endpoint, Event, Link, Transmit};
+use homa_core::{Config, Design, Endpoint, Event, Link, Transmit};
 use homa_wire::{Body, Packet, PacketType};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -79,6 +81,55 @@ impl Default for HomaConfig {
     }
 }
 
+/// SIRD parameters a scenario may set (used by the `sird` protocol). Sizes
+/// left `None` follow from the BDP (the grant window, RTTbytes unless
+/// `homa.grant_window` sets it) as the paper's Table 2: B = 1.5×BDP,
+/// UnschT = 1×BDP, SThr = 0.5×BDP.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SirdSimConfig {
+    /// B: the receiver's credit bucket (bytes).
+    pub bucket: Option<u32>,
+    /// UnschT (bytes).
+    pub unsched_threshold: Option<u32>,
+    /// SThr (bytes); `informed = false` overrides it with ∞.
+    pub sender_threshold: Option<u32>,
+    /// Informed overcommitment (the csn loop); false is the paper's
+    /// SThr = ∞.
+    pub informed: bool,
+    /// Two priority levels (control and unscheduled above scheduled data),
+    /// as the paper's simulations; false = one level.
+    pub priorities: bool,
+    /// Pace credit to the downlink rate.
+    pub pace_credit: bool,
+}
+
+impl SirdSimConfig {
+    /// UnschT on a network of `env` (the override, else the BDP that
+    /// [`HomaConfig::core_config`] gives the core), without building the
+    /// core's configuration.
+    pub fn unsched_threshold_for(&self, homa: &HomaConfig, env: &HostEnv) -> u64 {
+        let bdp = homa
+            .grant_window
+            .unwrap_or(env.rtt_bytes.clamp(1, u32::MAX as u64) as u32)
+            .max(1);
+        self.unsched_threshold.unwrap_or(bdp) as u64
+    }
+}
+
+impl Default for SirdSimConfig {
+    fn default() -> Self {
+        SirdSimConfig {
+            bucket: None,
+            unsched_threshold: None,
+            sender_threshold: None,
+            informed: true,
+            priorities: true,
+            pace_credit: true,
+        }
+    }
+}
+
 /// How receivers get their first unscheduled cutoffs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -130,13 +181,39 @@ impl HomaConfig {
         c.ack_memory_ns = c.ack_memory_ns.max(c.dead_peer_ns() + c.tick_ns);
         c
     }
+
+    /// The core configuration of a SIRD host: [`HomaConfig::core_config`]
+    /// (which derives SIRD's sizes from the BDP) with `design = Sird` and
+    /// `sird`'s overrides.
+    pub fn sird_core_config(&self, sird: &SirdSimConfig, env: &HostEnv) -> Config {
+        let mut c = self.core_config(env);
+        c.design = Design::Sird;
+        let d = &mut c.sird;
+        if let Some(v) = sird.bucket {
+            d.bucket = v;
+        }
+        if let Some(v) = sird.unsched_threshold {
+            d.unsched_threshold = v;
+        }
+        if let Some(v) = sird.sender_threshold {
+            d.sender_threshold = v;
+        }
+        if !sird.informed {
+            d.sender_threshold = u32::MAX;
+        }
+        d.priorities = sird.priorities;
+        d.pace_credit = sird.pace_credit;
+        c
+    }
 }
 
-/// The Homa protocol for the simulator.
+/// The Homa protocol (or SIRD, on the same core) for the simulator.
 #[derive(Debug, Clone, Default)]
 pub struct Homa {
     /// Parameters.
     pub config: HomaConfig,
+    /// SIRD's parameters, when this runs SIRD.
+    pub sird: Option<SirdSimConfig>,
     /// Message contents shared by all hosts (zeros, mapped lazily).
     zeros: std::sync::OnceLock<Bytes>,
 }
@@ -146,7 +223,26 @@ impl Homa {
     pub fn new(config: HomaConfig) -> Homa {
         Homa {
             config,
+            sird: None,
             zeros: Default::default(),
+        }
+    }
+
+    /// SIRD: the same core with `design = Sird`; `config` supplies what the
+    /// two designs share (priority levels, BDP, timers).
+    pub fn sird(config: HomaConfig, sird: SirdSimConfig) -> Homa {
+        Homa {
+            config,
+            sird: Some(sird),
+            zeros: Default::default(),
+        }
+    }
+
+    /// The core configuration of a host of `env`.
+    pub fn host_config(&self, env: &HostEnv) -> Config {
+        match &self.sird {
+            None => self.config.core_config(env),
+            Some(s) => self.config.sird_core_config(s, env),
         }
     }
 }
@@ -155,7 +251,11 @@ impl Protocol for Homa {
     type Host = HomaHost;
 
     fn name(&self) -> &'static str {
-        "homa"
+        if self.sird.is_some() {
+            "sird"
+        } else {
+            "homa"
+        }
     }
 
     fn queue_discipline(&self) -> QueueDiscipline {
@@ -166,18 +266,26 @@ impl Protocol for Homa {
         None
     }
 
-    fn message_overhead_bytes(&self, _size: u64, env: &HostEnv) -> u64 {
+    fn message_overhead_bytes(&self, size: u64, env: &HostEnv) -> u64 {
         // The empty response that completes the RPC. (The ack that lets the
         // server forget it nearly always rides on a later request.)
         let p = &env.packetization;
-        p.frame_bytes(PacketType::Data.header_len() as u32) as u64
+        let empty = p.frame_bytes(PacketType::Data.header_len() as u32) as u64;
+        // SIRD announces a message above UnschT with an empty DATA packet
+        // (its CREDITREQ).
+        let creditreq = match &self.sird {
+            Some(s) if size > s.unsched_threshold_for(&self.config, env) => empty,
+            _ => 0,
+        };
+        empty + creditreq
     }
 
     fn build_host(&self, id: HostId, env: &HostEnv) -> Result<HomaHost, TransportError> {
-        let config = self.config.core_config(env);
+        let config = self.host_config(env);
+        let protocol = self.name();
         let seed = env.seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let mut ep = Endpoint::new(config, addr(id), seed).map_err(|e| TransportError::Config {
-            protocol: "homa",
+            protocol,
             reason: e.0,
         })?;
         if self.config.cutoffs == CutoffSource::Workload {
@@ -186,7 +294,7 @@ impl Protocol for Homa {
         // Hosts' clocks are not synchronised: give each core a random clock
         // offset within one timer tick, or every host's periodic work (ack
         // flushes, resend checks) would fire in the same instant.
-        let tick = self.config.core_config(env).tick_ns.max(1);
+        let tick = self.host_config(env).tick_ns.max(1);
         let clock_offset = seed.wrapping_mul(0xD605_BBB5_8C8A_BEC5) % tick;
         Ok(HomaHost {
             ep,
@@ -201,6 +309,7 @@ impl Protocol for Homa {
                 .clone(),
             delivered: VecDeque::new(),
             rpcs_failed: 0,
+            ce_received: 0,
         })
     }
 }
@@ -229,6 +338,8 @@ pub struct HomaHost {
     zeros: Bytes,
     delivered: VecDeque<Delivered>,
     rpcs_failed: u64,
+    /// Packets handed to the core with ECN CE set.
+    ce_received: u64,
 }
 
 impl HomaHost {
@@ -290,8 +401,18 @@ impl Transport for HomaHost {
         let now_ns = self.clock(now);
         // The payload stays a slice of the shared message buffer: simulated
         // messages cost no memory per byte.
-        self.ep
-            .handle_packet_parts(now_ns, addr(packet.meta.src).ip(), &t.header, t.payload);
+        let meta = homa_core::PacketMeta {
+            ce: packet.meta.ecn,
+            backlogged: false,
+        };
+        self.ce_received += meta.ce as u64;
+        self.ep.handle_packet_parts_meta(
+            now_ns,
+            addr(packet.meta.src).ip(),
+            &t.header,
+            t.payload,
+            meta,
+        );
         self.drain_events(now_ns);
     }
 
@@ -376,6 +497,7 @@ impl Transport for HomaHost {
             ("data_beyond_grant", m.data_beyond_grant),
             ("resends_duplicate", m.resends_duplicate),
             ("timeouts_postponed_busy", m.timeouts_postponed_busy),
+            ("ce_marked_received", self.ce_received),
         ]
     }
 }

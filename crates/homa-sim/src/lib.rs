@@ -23,6 +23,7 @@ pub mod reproduce;
 pub mod scenario;
 pub mod search;
 pub mod sim;
+pub mod switches;
 pub mod testnet;
 pub mod topology;
 pub mod transport;

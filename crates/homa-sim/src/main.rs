@@ -42,20 +42,27 @@ enum Command {
     },
     /// Runs a published experiment set and writes a markdown report.
     Reproduce {
-        /// Which set: "thesis".
+        /// Which set: "thesis" or "sird".
         which: String,
-        /// Output directory.
+        /// Output directory (required for thesis; sird: default
+        /// docs/results/sird-sim).
         #[arg(long)]
-        out: PathBuf,
+        out: Option<PathBuf>,
         /// Messages per run (the default gives stable tails).
         #[arg(long)]
         messages: Option<u64>,
         /// Fewer, shorter runs (a smoke test of the whole pipeline).
         #[arg(long)]
         quick: bool,
-        /// Runs at once (default: number of CPUs).
+        /// Runs at once (default: number of CPUs; thesis only).
         #[arg(long)]
         jobs: Option<usize>,
+        /// sird: fewer loads and shorter runs (same conclusions, ~1/5 the cost).
+        #[arg(long)]
+        small: bool,
+        /// sird: overwrite an existing report (cached runs are still reused).
+        #[arg(long)]
+        force: bool,
     },
     /// Prints the derived network numbers (RTT, RTTbytes, unloaded latency).
     Topology {
@@ -253,10 +260,27 @@ fn main() -> Result<()> {
             messages,
             quick,
             jobs,
+            small,
+            force,
         } => {
-            if which != "thesis" {
-                bail!("unknown experiment set {which:?}; available: thesis");
+            if which == "sird" {
+                if quick || messages.is_some() || jobs.is_some() {
+                    bail!("reproduce sird takes --out, --small and --force only (it runs one simulation at a time)");
+                }
+                let out = out.unwrap_or_else(|| PathBuf::from("docs/results/sird-sim"));
+                let path = reproduce::sird::run(&out, &reproduce::sird::Options { small, force })?;
+                println!("wrote {}", path.display());
+                return Ok(());
             }
+            if which != "thesis" {
+                bail!("unknown experiment set {which:?}; available: thesis, sird");
+            }
+            if small || force {
+                bail!("--small and --force are options of reproduce sird");
+            }
+            let Some(out) = out else {
+                bail!("reproduce thesis needs --out DIR");
+            };
             let jobs =
                 jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             reproduce::thesis(

@@ -126,6 +126,8 @@ protocols! {
     Homa => "homa", |s| crate::homa::Homa::new(s.homa.clone());
     /// Idealised pFabric.
     Pfabric => "pfabric", |s| crate::pfabric::PFabric { config: s.pfabric.clone() };
+    /// SIRD on the project's core (the Homa adapter, `design = Sird`).
+    Sird => "sird", |s| crate::homa::Homa::sird(s.homa.clone(), s.sird.clone());
 }
 
 #[cfg(test)]
@@ -134,7 +136,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        assert_eq!(ProtocolChoice::names(), vec!["homa", "pfabric"]);
+        assert_eq!(ProtocolChoice::names(), vec!["homa", "pfabric", "sird"]);
         for &p in ProtocolChoice::ALL {
             assert_eq!(p.name().parse::<ProtocolChoice>(), Ok(p));
             assert_eq!(p.to_string(), p.name());
@@ -142,7 +144,7 @@ mod tests {
         let e = ProtocolChoice::from_name("tcp").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown protocol \"tcp\"; use one of homa, pfabric"
+            "unknown protocol \"tcp\"; use one of homa, pfabric, sird"
         );
     }
 
@@ -159,5 +161,7 @@ mod tests {
             "protocol = \"pfabric\""
         );
         assert!(toml::from_str::<T>("protocol = \"x\"").is_err());
+        let t: T = toml::from_str("protocol = \"sird\"").unwrap();
+        assert_eq!(t.protocol, ProtocolChoice::Sird);
     }
 }

@@ -56,6 +56,20 @@ pub struct QueueStats {
     pub ecn_marks: u64,
 }
 
+/// Whole-switch buffer occupancy of one group of switches (ToRs or
+/// spines): bytes waiting in all egress ports of a switch at once.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SwitchQueueStats {
+    /// Switches in the group.
+    pub switches: u32,
+    /// Time-averaged occupancy, averaged over the switches (bytes).
+    pub mean_bytes: f64,
+    /// Largest time-averaged occupancy of one switch (bytes).
+    pub max_mean_bytes: f64,
+    /// Largest occupancy of any switch at any instant (bytes).
+    pub peak_bytes: u64,
+}
+
 /// Statistics of one egress port over the measurement window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PortReport {
@@ -118,6 +132,13 @@ pub struct RunReport {
     /// Bytes of all packets the hosts transmitted in the window (data,
     /// control and retransmissions), as a fraction of host link bandwidth.
     pub host_tx_load: f64,
+    /// Goodput: distinct message bytes the hosts received in the window,
+    /// per host (Gbit/s; the SIRD paper's metric).
+    #[serde(default)]
+    pub goodput_gbps: f64,
+    /// Message bytes generated in the window, per host (Gbit/s).
+    #[serde(default)]
+    pub offered_gbps: f64,
     /// Fraction of receiver downlink time wasted: idle while the receiver
     /// had partially received messages it could have asked for.
     pub wasted_bandwidth: f64,
@@ -130,6 +151,9 @@ pub struct RunReport {
     /// Queue statistics by port kind ("host_nic", "tor_down", "tor_up",
     /// "spine_down").
     pub queues: BTreeMap<String, QueueStats>,
+    /// Whole-switch occupancy: "tor" and "spine".
+    #[serde(default)]
+    pub switches: BTreeMap<String, SwitchQueueStats>,
     /// Every port, in port order.
     pub ports: Vec<PortReport>,
     /// Transport counters summed over hosts.

@@ -20,6 +20,9 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 mod markdown;
+pub mod sird;
+pub mod sird_preset;
+mod sird_report;
 
 /// How much to run.
 #[derive(Debug, Clone)]

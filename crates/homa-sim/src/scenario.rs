@@ -1,7 +1,7 @@
 //! A run's full description, loadable from TOML. Every field has a default
 //! (the thesis' setup), so a scenario file only lists what it changes.
 
-use crate::homa::HomaConfig;
+use crate::homa::{HomaConfig, SirdSimConfig};
 use crate::pfabric::PFabricConfig;
 pub use crate::protocols::ProtocolChoice;
 use crate::topology::TopologyConfig;
@@ -42,6 +42,32 @@ impl Default for IncastConfig {
     }
 }
 
+/// An incast overlay on top of Poisson background traffic (the SIRD
+/// paper's Incast configuration, after HPCC and dcPIM): every
+/// `interval_us`, `senders` distinct random hosts each send one
+/// `message_bytes` message to one random receiver. Overlay messages count in
+/// the offered load, the goodput and the queues, never in the slowdowns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OverlayConfig {
+    /// Senders per round.
+    pub senders: u32,
+    /// Size of each overlay message (bytes).
+    pub message_bytes: u64,
+    /// Time between rounds (µs).
+    pub interval_us: f64,
+}
+
+impl Default for OverlayConfig {
+    fn default() -> Self {
+        OverlayConfig {
+            senders: 30,
+            message_bytes: 500_000,
+            interval_us: 100.0,
+        }
+    }
+}
+
 /// The offered traffic.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -59,6 +85,8 @@ pub struct Traffic {
     pub max_message: Option<u64>,
     /// Incast parameters (pattern = incast).
     pub incast: IncastConfig,
+    /// Incast overlay on Poisson traffic; `None` = none.
+    pub overlay: Option<OverlayConfig>,
 }
 
 impl Default for Traffic {
@@ -69,6 +97,7 @@ impl Default for Traffic {
             load: 0.5,
             max_message: None,
             incast: IncastConfig::default(),
+            overlay: None,
         }
     }
 }
@@ -134,6 +163,9 @@ pub struct Scenario {
     pub homa: HomaConfig,
     /// pFabric parameters.
     pub pfabric: PFabricConfig,
+    /// SIRD parameters (protocol "sird"; it also uses `homa`'s shared
+    /// ones: priority levels, grant window = BDP).
+    pub sird: SirdSimConfig,
 }
 
 impl Default for Scenario {
@@ -152,6 +184,7 @@ impl Default for Scenario {
             traffic: Traffic::default(),
             homa: HomaConfig::default(),
             pfabric: PFabricConfig::default(),
+            sird: SirdSimConfig::default(),
         }
     }
 }
@@ -234,6 +267,20 @@ impl Scenario {
         let i = &self.traffic.incast;
         if self.traffic.pattern == Pattern::Incast && (i.senders == 0 || i.rounds == 0) {
             return bad("incast.senders and incast.rounds must be at least 1".into());
+        }
+        if let Some(o) = &self.traffic.overlay {
+            if self.traffic.pattern != Pattern::Poisson {
+                return bad("traffic.overlay needs pattern = poisson".into());
+            }
+            if o.senders == 0 || o.message_bytes == 0 {
+                return bad("overlay.senders and overlay.message_bytes must be at least 1".into());
+            }
+            if !(o.interval_us.is_finite() && o.interval_us > 0.0) {
+                return bad(format!(
+                    "overlay.interval_us must be positive, got {}",
+                    o.interval_us
+                ));
+            }
         }
         if !(1..=8).contains(&self.homa.num_priorities) {
             return bad(format!(

@@ -3,8 +3,9 @@
 
 use crate::engine::EventQueue;
 use crate::port::{Admit, Discipline, Port, Queued};
-use crate::report::{Bucket, PortReport, QueueStats, RunReport, SlowdownStats};
+use crate::report::{Bucket, PortReport, QueueStats, RunReport, SlowdownStats, SwitchQueueStats};
 use crate::scenario::{Pattern, Scenario};
+use crate::switches::Switches;
 use crate::topology::{tx_time, Next, PortKind, Topology, TopologyError, UplinkSelection};
 use crate::transport::{
     HostEnv, HostId, Protocol, QueueDiscipline, SimPacket, Transport, TransportError,
@@ -54,6 +55,8 @@ enum Ev {
     Arrival(u32),
     /// An incast round starts.
     IncastRound(u32),
+    /// A round of the incast overlay starts.
+    OverlayRound,
 }
 
 /// One generated message.
@@ -63,6 +66,8 @@ struct Message {
     start: Time,
     end: Option<Time>,
     same_rack: bool,
+    /// Part of the incast overlay (not measured, not counted in `to_generate`).
+    overlay: bool,
 }
 
 struct Host<T> {
@@ -148,6 +153,13 @@ pub struct Simulation<P: Protocol + Clone> {
     payload_received: u64,
     /// `unique_received()` when the window opened.
     window_base: u64,
+    /// Overlay messages generated.
+    overlay_generated: u64,
+    /// The overlay's own random stream (the background traffic is the same
+    /// with and without it).
+    overlay_rng: ChaCha8Rng,
+    /// Whole-switch buffer occupancy.
+    switches: Switches,
 }
 
 struct WindowSnapshot {
@@ -157,6 +169,8 @@ struct WindowSnapshot {
     delivered_wire: u64,
     offered_data: u64,
     completed_data: u64,
+    tor: SwitchQueueStats,
+    spine: SwitchQueueStats,
 }
 
 impl<P: Protocol + Clone> Simulation<P> {
@@ -215,6 +229,14 @@ impl<P: Protocol + Clone> Simulation<P> {
                 (i.senders as u64 * i.rounds as u64, None)
             }
         };
+        if let Some(o) = &scenario.traffic.overlay {
+            if o.senders >= topo.hosts {
+                return Err(SimError::Scenario(format!(
+                    "overlay.senders {} must be below the number of hosts {}",
+                    o.senders, topo.hosts
+                )));
+            }
+        }
         let queue = match (protocol.queue_discipline(), scenario.switch.priorities) {
             (QueueDiscipline::Rank, _) => Discipline::Rank,
             (QueueDiscipline::StrictPriority, true) => Discipline::StrictPriority,
@@ -247,6 +269,8 @@ impl<P: Protocol + Clone> Simulation<P> {
             });
         }
         let max_frame = pk.max_frame() as u64;
+        let scenario_seed = scenario.seed;
+        let topo_for_switches = topo.clone();
         let warmup = (to_generate as f64 * scenario.warmup_fraction) as u64;
         Ok(Simulation {
             protocol_name: protocol.name(),
@@ -283,6 +307,9 @@ impl<P: Protocol + Clone> Simulation<P> {
             mid: None,
             payload_received: 0,
             window_base: 0,
+            overlay_generated: 0,
+            overlay_rng: ChaCha8Rng::seed_from_u64(scenario_seed ^ 0x4F56_4552_4C41_5921),
+            switches: Switches::new(&topo_for_switches),
         })
     }
 
@@ -308,7 +335,7 @@ impl<P: Protocol + Clone> Simulation<P> {
         // time go backwards.
         self.run_until(at);
         let now = self.events.now().max(at);
-        self.start_message(now, src, dst, size);
+        self.start_message(now, src, dst, size, false);
         self.messages.len() - 1
     }
 
@@ -330,6 +357,12 @@ impl<P: Protocol + Clone> Simulation<P> {
                 }
             }
             Pattern::Incast => self.events.schedule(0, Ev::IncastRound(0)),
+        }
+        if let Some(o) = &self.scenario.traffic.overlay {
+            // A random phase, so the first round is not at time 0.
+            let first = self.overlay_rng.gen_range(0.0..1.0) * o.interval_us;
+            self.events
+                .schedule(crate::topology::ns(first * 1000.0), Ev::OverlayRound);
         }
         if self.warmup == 0 {
             self.open_window(0);
@@ -387,8 +420,9 @@ impl<P: Protocol + Clone> Simulation<P> {
         }
     }
 
+    /// Background messages generated (the overlay's not counted).
     fn generated(&self) -> u64 {
-        self.messages.len() as u64
+        self.messages.len() as u64 - self.overlay_generated
     }
 
     fn next_gap(&mut self) -> Time {
@@ -434,7 +468,7 @@ impl<P: Protocol + Clone> Simulation<P> {
                     if dst >= h {
                         dst += 1;
                     }
-                    self.start_message(now, h, dst, size);
+                    self.start_message(now, h, dst, size, false);
                     if self.generated() < self.to_generate {
                         let gap = self.next_gap();
                         self.events
@@ -446,26 +480,55 @@ impl<P: Protocol + Clone> Simulation<P> {
                 let i = self.scenario.traffic.incast.clone();
                 for s in 1..=i.senders {
                     let size = self.dist.sample(&mut self.rng);
-                    self.start_message(now, s, 0, size);
+                    self.start_message(now, s, 0, size, false);
                 }
                 if r + 1 < i.rounds {
                     let next = now + crate::topology::ns(i.interval_us * 1000.0);
                     self.events.schedule(next, Ev::IncastRound(r + 1));
                 }
             }
+            Ev::OverlayRound => {
+                // The overlay runs while background messages arrive.
+                if self.generated() >= self.to_generate {
+                    return;
+                }
+                let Some(o) = self.scenario.traffic.overlay.clone() else {
+                    return;
+                };
+                let hosts = self.topo.hosts;
+                let dst = self.overlay_rng.gen_range(0..hosts);
+                let others = rand::seq::index::sample(
+                    &mut self.overlay_rng,
+                    hosts as usize - 1,
+                    o.senders as usize,
+                );
+                for i in others.iter() {
+                    let mut src = i as HostId;
+                    if src >= dst {
+                        src += 1;
+                    }
+                    self.start_message(now, src, dst, o.message_bytes, true);
+                }
+                let next = now + crate::topology::ns(o.interval_us * 1000.0);
+                self.events.schedule(next, Ev::OverlayRound);
+            }
         }
     }
 
-    fn start_message(&mut self, now: Time, src: HostId, dst: HostId, size: u64) {
+    fn start_message(&mut self, now: Time, src: HostId, dst: HostId, size: u64, overlay: bool) {
         let idx = self.messages.len() as u32;
         self.messages.push(Message {
             size,
             start: now,
             end: None,
             same_rack: self.topo.rack_of(src) == self.topo.rack_of(dst),
+            overlay,
         });
+        self.overlay_generated += overlay as u64;
         let n = self.generated();
-        if n == self.warmup + 1 && self.window_start.is_none() {
+        if overlay {
+            // Counted in the offered load, nothing else.
+        } else if n == self.warmup + 1 && self.window_start.is_none() {
             self.open_window(now);
         }
         if self.window_start.is_some() && self.window_end.is_none() {
@@ -473,7 +536,8 @@ impl<P: Protocol + Clone> Simulation<P> {
             self.offered_wire += data + self.overhead(size);
             self.offered_data += size;
         }
-        if n == self.warmup + (self.to_generate - self.warmup) / 2 && self.mid.is_none() {
+        if !overlay && n == self.warmup + (self.to_generate - self.warmup) / 2 && self.mid.is_none()
+        {
             self.mid = Some((self.offered_data, self.unique_received()));
         }
         match self.hosts[src as usize]
@@ -485,10 +549,10 @@ impl<P: Protocol + Clone> Simulation<P> {
             }
             Err(e) => {
                 tracing::warn!(%e, "message not started");
-                self.failed_to_start += 1;
+                self.failed_to_start += !overlay as u64;
             }
         }
-        if n == self.to_generate {
+        if !overlay && n == self.to_generate {
             self.close_window(now);
         }
         self.service(now, src);
@@ -517,6 +581,7 @@ impl<P: Protocol + Clone> Simulation<P> {
             h.wasted = 0;
             h.wasting_since = now;
         }
+        self.switches.reset(now);
         self.offered_wire = 0;
         self.delivered_wire = 0;
         self.offered_data = 0;
@@ -533,7 +598,10 @@ impl<P: Protocol + Clone> Simulation<P> {
             .iter()
             .map(|h| h.wasted + if h.wasting { now - h.wasting_since } else { 0 })
             .sum();
+        let (tor, spine) = self.switches.stats(now);
         self.window_snapshot = Some(WindowSnapshot {
+            tor,
+            spine,
             ports: self.ports.iter_mut().map(|p| p.stats(now)).collect(),
             wasted,
             offered_wire: self.offered_wire,
@@ -551,7 +619,7 @@ impl<P: Protocol + Clone> Simulation<P> {
                 let m = &mut self.messages[idx as usize];
                 if m.end.is_none() {
                     m.end = Some(now);
-                    self.completed += 1;
+                    self.completed += !m.overlay as u64;
                 }
             }
         }
@@ -606,6 +674,7 @@ impl<P: Protocol + Clone> Simulation<P> {
 
     fn admit(&mut self, now: Time, pi: usize, q: Queued) {
         let port = &mut self.ports[pi];
+        let before = port.queued_bytes();
         match port.admit(now, q) {
             Admit::Queued { ecn } => {
                 if ecn {
@@ -619,12 +688,18 @@ impl<P: Protocol + Clone> Simulation<P> {
         for d in port.take_dropped() {
             self.packets.remove(d);
         }
+        let after = port.queued_bytes();
+        self.switches.port_changed(now, pi, before, after);
         self.start_port(now, pi);
     }
 
     fn start_port(&mut self, now: Time, pi: usize) {
         let port = &mut self.ports[pi];
+        let before = port.queued_bytes();
         if let Some(q) = port.start_next(now) {
+            let after = port.queued_bytes();
+            self.switches.port_changed(now, pi, before, after);
+            let port = &mut self.ports[pi];
             let done = now + tx_time(q.bytes, port.bps);
             self.events.schedule(done, Ev::TxDone(pi as u32));
             if port.kind == PortKind::TorDown {
@@ -723,12 +798,20 @@ impl<P: Protocol + Clone> Simulation<P> {
         let mut memo: FxHashMap<(u64, bool), Time> = FxHashMap::default();
         let mut measured: Vec<(u64, u32, f64)> = Vec::new();
         let mut incomplete = 0;
+        let (mut overlay, mut overlay_incomplete) = (0u64, 0u64);
+        let mut background = 0u64;
         for (i, m) in self.messages.iter().enumerate() {
+            if m.overlay {
+                overlay += 1;
+                overlay_incomplete += m.end.is_none() as u64;
+                continue;
+            }
+            background += 1;
             let Some(e) = m.end else {
                 incomplete += 1;
                 continue;
             };
-            if (i as u64) < self.warmup {
+            if background <= self.warmup {
                 continue;
             }
             let min = *memo
@@ -796,6 +879,11 @@ impl<P: Protocol + Clone> Simulation<P> {
             }
         }
         counters.insert("messages_not_started".into(), self.failed_to_start);
+        if self.scenario.traffic.overlay.is_some() {
+            counters.insert("overlay_messages".into(), overlay);
+            counters.insert("overlay_incomplete".into(), overlay_incomplete);
+        }
+        let per_host_gbps = |bytes: u64| bytes as f64 * 8.0 / span_s / self.topo.hosts as f64 / 1e9;
         let events = self.events.processed();
         RunReport {
             protocol: self.protocol_name.to_string(),
@@ -819,11 +907,19 @@ impl<P: Protocol + Clone> Simulation<P> {
                 late_received as f64 / (snap.offered_data - o).max(1) as f64
             },
             host_tx_load: host_tx as f64 / capacity,
+            goodput_gbps: per_host_gbps(snap.completed_data),
+            offered_gbps: per_host_gbps(snap.offered_data),
             wasted_bandwidth: snap.wasted as f64 / (span as f64 * self.topo.hosts as f64),
             overall,
             short_half,
             buckets,
             queues,
+            switches: [
+                ("tor".to_string(), snap.tor),
+                ("spine".to_string(), snap.spine),
+            ]
+            .into_iter()
+            .collect(),
             ports,
             counters,
             events,
