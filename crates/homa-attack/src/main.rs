@@ -234,6 +234,7 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn main() {
+    homa_measure::cli::exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("homa-attack: {e}");

@@ -179,6 +179,7 @@ struct DemoArgs {
 }
 
 fn main() {
+    homa_measure::cli::exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     init_logging(cli.verbose);
     keep_large_allocations();

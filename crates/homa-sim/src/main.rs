@@ -199,12 +199,23 @@ fn write_outputs(dir: &Path, reports: &[RunReport]) -> Result<()> {
     Ok(())
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    homa_measure::cli::exit_quietly_on_broken_pipe();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing::Level::WARN)
         .init();
-    let cli = Cli::parse();
+    // One line per error, never a backtrace (whatever RUST_BACKTRACE says).
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("homa-sim: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(a) => {
             let s = scenario_from(&a)?;

@@ -227,6 +227,7 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    homa_measure::cli::exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     match run(cli) {
