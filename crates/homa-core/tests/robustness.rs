@@ -24,8 +24,11 @@
 //! unless `PROPTEST_RNG_SEED` / `PROPTEST_CASES` are set in the environment.
 
 use bytes::Bytes;
-use homa_core::{Config, Endpoint, Event, Nanos, RpcId};
-use homa_wire::{AckEntry, AckList, Body, CommonHeader, DataHeader, Packet, PacketType};
+use homa_core::{Config, Design, Endpoint, Event, Nanos, RpcId};
+use homa_wire::{
+    AckEntry, AckList, Body, CommonHeader, DataHeader, Packet, PacketType, DATA_FLAG_CSN,
+    DATA_FLAG_SIRD,
+};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 use std::collections::{BTreeMap, BTreeSet};
@@ -340,7 +343,15 @@ struct Run {
 
 impl Run {
     fn new() -> Run {
-        let config = config();
+        Run::with_design(Design::Homa)
+    }
+
+    /// A run against an endpoint of `design`: the bounds checked are the
+    /// same in every design.
+    fn with_design(design: Design) -> Run {
+        let mut config = config();
+        config.design = design;
+        config.validate().expect("valid config");
         let local = SocketAddr::new(IpAddr::V4(LOCAL_IP), LOCAL_PORT);
         let ep = Endpoint::new(config.clone(), local, 0x5EED).expect("valid config");
         Run {
@@ -404,7 +415,7 @@ impl Run {
                     ack: s.ack,
                     cutoff_version: s.cutoff_version,
                     retransmit: s.retransmit,
-                    flags: s.flags,
+                    flags: self.data_flags(s.flags, s.cutoff_version),
                     offset,
                 },
                 payload: &payload,
@@ -434,6 +445,18 @@ impl Run {
         (src, Packet { common, body }.to_vec())
     }
 
+    /// The flags byte of a DATA packet: the random one when it is not
+    /// zero; otherwise what an honest peer of this endpoint's design sends
+    /// (under SIRD the SIRD bit, and `csn` when `bit` is odd).
+    fn data_flags(&self, random: u8, bit: u16) -> u8 {
+        match self.config.design {
+            _ if random != 0 => random,
+            Design::Homa => 0,
+            Design::Sird if bit & 1 == 1 => DATA_FLAG_SIRD | DATA_FLAG_CSN,
+            Design::Sird => DATA_FLAG_SIRD,
+        }
+    }
+
     /// The DATA packets of a whole message, in transmission order.
     fn whole_message(&self, src: SocketAddr, sender_id: u64, len: u32) -> Vec<Vec<u8>> {
         let common = CommonHeader {
@@ -451,6 +474,7 @@ impl Run {
                 message_length: len,
                 incoming: len,
                 offset,
+                flags: self.data_flags(0, 0),
                 ..DataHeader::default()
             };
             let body = Body::Data {
@@ -757,6 +781,16 @@ proptest! {
         }
         run.finish();
     }
+
+    /// The same hostile input and the same bounds for a SIRD endpoint.
+    #[test]
+    fn sird_endpoint_survives_arbitrary_input(steps in prop::collection::vec(step(), 1..300)) {
+        let mut run = Run::with_design(Design::Sird);
+        for s in &steps {
+            run.step(s);
+        }
+        run.finish();
+    }
 }
 
 /// A fixed flood that the random cases hit only rarely: many maximum-size
@@ -764,7 +798,13 @@ proptest! {
 /// and must all be freed once the senders fall silent.
 #[test]
 fn flood_of_large_message_starts_is_bounded() {
-    let mut run = Run::new();
+    for design in [Design::Homa, Design::Sird] {
+        flood_of_large_message_starts_is_bounded_in(design);
+    }
+}
+
+fn flood_of_large_message_starts_is_bounded_in(design: Design) {
+    let mut run = Run::with_design(design);
     let ml = run.config.max_message_size;
     for i in 0..200u64 {
         let s = Spec {
@@ -807,7 +847,13 @@ fn flood_of_large_message_starts_is_bounded() {
 /// lost GRANT by repeating it with its RESENDs.
 #[test]
 fn resend_of_unsent_range_obtains_nothing() {
-    let mut run = Run::new();
+    for design in [Design::Homa, Design::Sird] {
+        resend_of_unsent_range_obtains_nothing_in(design);
+    }
+}
+
+fn resend_of_unsent_range_obtains_nothing_in(design: Design) {
+    let mut run = Run::with_design(design);
     let server = peer(0);
     run.step(&Step::Request(0, MAX_REQUEST));
     let rpc = run.own_rpcs[0];
@@ -834,9 +880,14 @@ fn resend_of_unsent_range_obtains_nothing() {
     run.ep.handle_packet(run.now, server.ip(), &resend);
     let mut out = vec![];
     while let Some(tx) = run.ep.poll_transmit(run.now) {
-        out.push(tx.packet_type);
+        out.push((tx.packet_type, tx.payload.len()));
     }
     let m = run.ep.metrics();
-    assert_eq!(out, vec![PacketType::Busy], "{m:#?}");
+    match design {
+        Design::Homa => assert_eq!(out, vec![(PacketType::Busy, 0)], "{m:#?}"),
+        // A SIRD sender that has sent nothing of a message above UnschT
+        // repeats its credit request (an empty DATA packet), nothing more.
+        Design::Sird => assert_eq!(out, vec![(PacketType::Data, 0)], "{m:#?}"),
+    }
     assert_eq!(m.data_bytes_sent, sent_before, "{m:#?}");
 }

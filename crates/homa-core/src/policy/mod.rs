@@ -113,7 +113,10 @@ pub trait ReceiverPolicy: Debug + Send {
     /// True while some message still needs grants.
     fn has_candidates(&self) -> bool;
     /// When [`ReceiverPolicy::schedule`] should run again even if nothing
-    /// changes (e.g. credit paced to the link), if ever.
+    /// changes (e.g. credit paced to the link), if ever. Only while
+    /// [`ReceiverPolicy::has_candidates`]: the endpoint skips `schedule`
+    /// otherwise, so a time kept from an earlier decision would fire, not
+    /// be consumed, and fire again at once.
     fn wakeup(&self) -> Option<Nanos> {
         None
     }

@@ -275,7 +275,10 @@ impl ReceiverPolicy for SirdReceiver {
     }
 
     fn wakeup(&self) -> Option<Nanos> {
-        self.wakeup
+        // A pacing deadline is stale once nothing waits for credit (found
+        // by the hostile-input property test: the timer kept firing at the
+        // same instant after the last message went away).
+        self.wakeup.filter(|_| self.has_candidates())
     }
 }
 
@@ -464,6 +467,28 @@ mod tests {
             );
         }
         assert_eq!(r.sender_bucket(peer(1)), Some(p as u64));
+    }
+
+    /// A pacing deadline goes away with the last message waiting for
+    /// credit: the endpoint does not consult a policy without candidates,
+    /// so a stale deadline would fire again and again at the same instant.
+    #[test]
+    fn no_wakeup_once_nothing_waits_for_credit() {
+        let mut c = config();
+        c.sird.pace_credit = true;
+        c.link_mbps = 10_000;
+        let mut r = SirdReceiver::new(&c);
+        let m = view(1, 2, 1_000_000, 0, 0, 1);
+        r.update(0, &m);
+        let mut granted = 0;
+        for g in schedule(&mut r, 0) {
+            granted = g.offset;
+        }
+        assert!(granted > 0);
+        let later = r.wakeup().expect("paced: more credit later");
+        assert!(later > 0);
+        r.remove(m.id);
+        assert_eq!(r.wakeup(), None);
     }
 
     /// Random arrivals, credit and completions: the credit outstanding
