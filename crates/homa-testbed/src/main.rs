@@ -283,7 +283,11 @@ fn run(cli: Cli) -> Result<()> {
             run.args.validate(experiment)?;
             netns::validate_prefix(&run.prefix.prefix)?;
             cleanup::install(&run.prefix.prefix);
-            let result = sird::run(experiment, &run.args, &run.prefix.prefix);
+            // A panic must not leave the testbed behind either.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                sird::run(experiment, &run.args, &run.prefix.prefix)
+            }))
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("internal error (panic); testbed removed")));
             if run.keep {
                 info!("testbed '{}' left up (--keep)", run.prefix.prefix);
             } else if let Err(e) = netns::down(&run.prefix.prefix) {

@@ -201,8 +201,9 @@ pub fn incast_plan(senders: usize, size: u64) -> Vec<Role> {
 }
 
 /// The congested-sender plan: host 0 sends `size`-byte requests to each
-/// of hosts `1..=receivers`; host `receivers + r` sends to host `r`.
-pub fn congested_plan(receivers: usize, size: u64) -> Vec<Role> {
+/// of hosts `1..=receivers`; host `receivers + r` sends `other_size`-byte
+/// requests to host `r`.
+pub fn congested_plan(receivers: usize, size: u64, other_size: u64) -> Vec<Role> {
     let mut roles = vec![Role {
         host: 0,
         targets: (1..=receivers).collect(),
@@ -221,7 +222,7 @@ pub fn congested_plan(receivers: usize, size: u64) -> Vec<Role> {
         roles.push(Role {
             host: receivers + r,
             targets: vec![r],
-            size,
+            size: other_size,
             probe: false,
         });
     }
@@ -416,8 +417,16 @@ pub struct IncastRun {
     pub sender_goodput_mbps: Vec<f64>,
     /// The switch queue towards the receiver.
     pub queue: QueueStats,
+    /// Link throughput into the receiver in the window, from the switch
+    /// counters (Mbit/s of frames, headers included).
+    #[serde(default)]
+    pub link_mbps: f64,
     /// Busy cores of the machine over the window.
     pub cpu_cores: f64,
+    /// Cores the experiment's own processes used, on average over their
+    /// life (the rest of `cpu_cores` is other work on the machine).
+    #[serde(default)]
+    pub node_cores: f64,
     /// Every endpoint's design, as it reported it.
     pub designs: Vec<String>,
     /// Whether every endpoint reported the variant's pacing and SThr.
@@ -447,6 +456,13 @@ pub struct CongestedRun {
     pub max_backlog_bytes: u64,
     /// Busy cores of the machine over the window.
     pub cpu_cores: f64,
+    /// Cores the experiment's own processes used (see [`IncastRun`]).
+    #[serde(default)]
+    pub node_cores: f64,
+    /// Link throughput into each receiver from the switch counters
+    /// (Mbit/s of frames, headers included).
+    #[serde(default)]
+    pub receiver_link_mbps: Vec<f64>,
     /// Every endpoint's design.
     pub designs: Vec<String>,
     /// Whether every endpoint reported the variant's pacing and SThr.
@@ -472,6 +488,9 @@ pub struct ExperimentResult {
     pub warmup: f64,
     /// Request size of the loaders (bytes).
     pub size: u64,
+    /// Request size of the congested experiment's one-to-one senders.
+    #[serde(default)]
+    pub other_size: u64,
     /// Repetitions of each variant.
     pub repeats: usize,
     /// Variants, in order.
@@ -496,6 +515,7 @@ impl ExperimentResult {
             && self.seconds == other.seconds
             && self.warmup == other.warmup
             && self.size == other.size
+            && self.other_size == other.other_size
     }
 
     fn has_run(&self, variant: Variant, repeat: usize) -> bool {
@@ -544,6 +564,12 @@ pub struct SirdArgs {
     /// Request size of the loaders (bytes).
     #[arg(long, default_value_t = MESSAGE_BYTES)]
     pub size: u64,
+    /// Request size of the congested experiment's one-to-one senders
+    /// (bytes). Larger than --size, so that the receivers' SRPT prefers
+    /// the congested sender's messages, as in the paper, where its
+    /// messages had started first.
+    #[arg(long, default_value_t = 8 * MESSAGE_BYTES)]
+    pub other_size: u64,
     /// Incast senders.
     #[arg(long, default_value_t = 6)]
     pub senders: usize,
@@ -588,8 +614,10 @@ impl SirdArgs {
         if self.repeats == 0 {
             bail!("--repeats must be at least 1");
         }
-        if self.size < 8 || self.size > 16_000_000 {
-            bail!("--size must be 8..=16000000 bytes, got {}", self.size);
+        for (flag, v) in [("--size", self.size), ("--other-size", self.other_size)] {
+            if !(8..=16_000_000).contains(&v) {
+                bail!("{flag} must be 8..=16000000 bytes, got {v}");
+            }
         }
         if self.sample_ms == 0 {
             bail!("--sample-ms must be at least 1");
@@ -671,7 +699,10 @@ impl SirdArgs {
     /// The runtime configuration of `variant`.
     pub fn config(&self, variant: Variant) -> Result<homa::Config> {
         let mut c = bench::link_config(self.rate_mbit, self.mtu, self.rtt_ns(), 0.5);
-        c.core.max_message_size = c.core.max_message_size.max(self.size as u32);
+        c.core.max_message_size = c
+            .core
+            .max_message_size
+            .max(self.size.max(self.other_size) as u32);
         variant.configure(&mut c);
         bench::apply_overrides(&c, &self.homa_set)
     }
@@ -706,6 +737,11 @@ pub fn run(experiment: Experiment, args: &SirdArgs, prefix: &str) -> Result<()> 
         seconds: args.seconds,
         warmup: args.warmup,
         size: args.size,
+        other_size: if experiment == Experiment::Congested {
+            args.other_size
+        } else {
+            0
+        },
         repeats: args.repeats,
         variants: variants.iter().map(|v| v.name().to_string()).collect(),
         load_before: load_average(),
@@ -875,7 +911,8 @@ struct Phase {
     args: Vec<NodeArgs>,
     outcomes: Vec<NodeOutcome>,
     cpu_cores: f64,
-    queues: Vec<(usize, Vec<u64>)>,
+    node_cores: f64,
+    queues: Vec<PortSamples>,
 }
 
 impl Ctx<'_> {
@@ -948,6 +985,7 @@ impl Ctx<'_> {
         );
         let limit = Duration::from_secs_f64(STARTUP_S + warmup + seconds + LINGER_S + 30.0);
         let outcome = wait_all(nodes, limit);
+        let lifetime_s = launched.elapsed().as_secs_f64();
         let queues = sampler.stop();
         let cpu_cores = cpu.finish();
         outcome?;
@@ -959,10 +997,12 @@ impl Ctx<'_> {
                 serde_json::from_str(&text).with_context(|| format!("bad {}", a.out.display()))
             })
             .collect::<Result<Vec<NodeOutcome>>>()?;
+        let node_cores = outcomes.iter().map(|o| o.cpu_s).sum::<f64>() / lifetime_s;
         Ok(Phase {
             args: argsets,
             outcomes,
             cpu_cores,
+            node_cores,
             queues,
         })
     }
@@ -1008,12 +1048,12 @@ impl Ctx<'_> {
             a.unloaded_seconds,
             &[],
         )?;
-        let mut idle_rtts = probe_rtts(&idle, prober);
+        let mut idle_rtts = probe_rtts(&idle);
         let unloaded = quantiles(&mut idle_rtts);
         let before = tc::switch_port_stats(self.spec)?;
         let loaded_phase = self.phase(&tag, &plan, config, a.warmup, a.seconds, &[receiver])?;
         let after = tc::switch_port_stats(self.spec)?;
-        let mut rtts = probe_rtts(&loaded_phase, prober);
+        let mut rtts = probe_rtts(&loaded_phase);
         let loaded = quantiles(&mut rtts);
         if loaded.count == 0 {
             bail!("{tag}: no probe completed; logs in {}", self.work.display());
@@ -1029,12 +1069,13 @@ impl Ctx<'_> {
                 )
             })
             .collect();
-        let mut samples = loaded_phase
+        let watched = loaded_phase
             .queues
             .iter()
-            .find(|(p, _)| *p == receiver)
-            .map(|(_, s)| s.clone())
+            .find(|p| p.port == receiver)
+            .cloned()
             .unwrap_or_default();
+        let mut samples = watched.backlog.clone();
         let mut queue = QueueStats::from_samples(&mut samples);
         let port = tc::delta(&before, &after)
             .into_iter()
@@ -1058,7 +1099,9 @@ impl Ctx<'_> {
             goodput_mbps: goodput_mbps(rx.served_bytes, window),
             sender_goodput_mbps,
             queue,
+            link_mbps: watched.rate_mbps(),
             cpu_cores: loaded_phase.cpu_cores,
+            node_cores: loaded_phase.node_cores,
             designs: loaded_phase
                 .outcomes
                 .iter()
@@ -1071,7 +1114,7 @@ impl Ctx<'_> {
 
     fn congested(&self, variant: Variant, repeat: usize, config: &Path) -> Result<CongestedRun> {
         let a = self.args;
-        let plan = congested_plan(a.receivers, a.size);
+        let plan = congested_plan(a.receivers, a.size, a.other_size);
         let tag = format!("congested-{}-{repeat}", variant.name());
         let receivers: Vec<usize> = (1..=a.receivers).collect();
         let before = tc::switch_port_stats(self.spec)?;
@@ -1087,12 +1130,13 @@ impl Ctx<'_> {
             from_c.push(goodput_mbps(get(&congested_ip), o.window_s));
             from_o.push(goodput_mbps(get(&other_ip), o.window_s));
         }
-        let drops = tc::delta(&before, &after)
+        let ports = tc::delta(&before, &after);
+        let drops = ports
             .iter()
             .filter(|c| receivers.contains(&c.port))
             .map(|c| c.drops)
             .sum();
-        let _ = &phase.args;
+        let receiver_link_mbps = phase.queues.iter().map(|p| p.rate_mbps()).collect();
         Ok(CongestedRun {
             variant: variant.name().into(),
             repeat,
@@ -1104,10 +1148,12 @@ impl Ctx<'_> {
             max_backlog_bytes: phase
                 .queues
                 .iter()
-                .flat_map(|(_, s)| s.iter().copied())
+                .flat_map(|p| p.backlog.iter().copied())
                 .max()
                 .unwrap_or(0),
             cpu_cores: phase.cpu_cores,
+            node_cores: phase.node_cores,
+            receiver_link_mbps,
             designs: phase.outcomes.iter().map(|o| o.design.clone()).collect(),
             config_checked: phase.outcomes.iter().all(|o| config_matches(variant, o)),
             errors: phase
@@ -1132,21 +1178,44 @@ pub fn config_matches(variant: Variant, o: &NodeOutcome) -> bool {
     }
 }
 
-fn probe_rtts(phase: &Phase, prober: usize) -> Vec<u64> {
+fn probe_rtts(phase: &Phase) -> Vec<u64> {
     phase
         .args
         .iter()
         .zip(&phase.outcomes)
-        .filter(|(a, _)| a.record_rtts && a.me.ip() == phase.args[prober].me.ip())
+        .filter(|(a, _)| a.record_rtts)
         .flat_map(|(_, o)| o.clients.iter().flat_map(|c| c.rtts_ns.iter().copied()))
         .collect()
 }
 
-/// Samples the backlog of some switch ports in a background thread within
-/// a window.
+/// What the sampler saw at one switch port in the window.
+#[derive(Debug, Clone, Default)]
+struct PortSamples {
+    port: usize,
+    /// Backlog samples (bytes).
+    backlog: Vec<u64>,
+    /// (time, bytes sent so far) of the first and the latest sample.
+    first: Option<(Instant, u64)>,
+    last: Option<(Instant, u64)>,
+}
+
+impl PortSamples {
+    /// Mbit/s the port sent between the first and the last sample.
+    fn rate_mbps(&self) -> f64 {
+        match (self.first, self.last) {
+            (Some((t0, b0)), Some((t1, b1))) if t1 > t0 => {
+                goodput_mbps(b1.saturating_sub(b0), t1.duration_since(t0).as_secs_f64())
+            }
+            _ => f64::NAN,
+        }
+    }
+}
+
+/// Samples the backlog and byte counter of some switch ports in a
+/// background thread within a window.
 struct QueueSampler {
     stop: mpsc::Sender<()>,
-    thread: JoinHandle<Vec<(usize, Vec<u64>)>>,
+    thread: JoinHandle<Vec<PortSamples>>,
 }
 
 impl QueueSampler {
@@ -1161,7 +1230,13 @@ impl QueueSampler {
         let ns = spec.switch_ns();
         let ports = ports.to_vec();
         let thread = std::thread::spawn(move || {
-            let mut out: Vec<(usize, Vec<u64>)> = ports.iter().map(|&p| (p, Vec::new())).collect();
+            let mut out: Vec<PortSamples> = ports
+                .iter()
+                .map(|&port| PortSamples {
+                    port,
+                    ..Default::default()
+                })
+                .collect();
             if ports.is_empty() {
                 return out;
             }
@@ -1174,9 +1249,12 @@ impl QueueSampler {
             let end = from + len;
             while Instant::now() < end {
                 let t = Instant::now();
-                for (port, samples) in out.iter_mut() {
-                    if let Some(b) = port_backlog(&ns, *port) {
-                        samples.push(b);
+                for p in out.iter_mut() {
+                    if let Some((backlog, bytes)) = port_counters(&ns, p.port) {
+                        let now = Instant::now();
+                        p.backlog.push(backlog);
+                        p.first.get_or_insert((now, bytes));
+                        p.last = Some((now, bytes));
                     }
                 }
                 match stopped.recv_timeout(every.saturating_sub(t.elapsed())) {
@@ -1189,14 +1267,15 @@ impl QueueSampler {
         QueueSampler { stop, thread }
     }
 
-    fn stop(self) -> Vec<(usize, Vec<u64>)> {
+    fn stop(self) -> Vec<PortSamples> {
         let _ = self.stop.send(());
         self.thread.join().unwrap_or_default()
     }
 }
 
-/// Bytes queued now at switch port `p{port}` (all its leaves).
-fn port_backlog(switch_ns: &str, port: usize) -> Option<u64> {
+/// (bytes queued now, bytes sent so far) at switch port `p{port}`, over
+/// all its leaves.
+fn port_counters(switch_ns: &str, port: usize) -> Option<(u64, u64)> {
     let out = Command::new("tc")
         .args(["-n", switch_ns, "-s", "-j", "qdisc", "show", "dev"])
         .arg(format!("p{port}"))
@@ -1204,13 +1283,8 @@ fn port_backlog(switch_ns: &str, port: usize) -> Option<u64> {
         .output()
         .ok()?;
     let qdiscs = tc::parse_qdisc_json(&String::from_utf8_lossy(&out.stdout)).ok()?;
-    Some(
-        qdiscs
-            .iter()
-            .filter(|q| q.kind == "bfifo")
-            .map(|q| q.backlog_bytes)
-            .sum(),
-    )
+    let leaves = qdiscs.iter().filter(|q| q.kind == "bfifo");
+    Some(leaves.fold((0, 0), |(q, b), l| (q + l.backlog_bytes, b + l.bytes)))
 }
 
 /// Busy cores of the whole machine over a window, from `/proc/stat`.
@@ -1426,7 +1500,7 @@ fn incast_md(r: &ExperimentResult, name: &str) -> String {
                 ),
                 x.queue.drops.to_string(),
                 format!("{}", x.loaded.count),
-                format!("{:.2}", x.cpu_cores),
+                format!("{:.2} / {:.2}", x.cpu_cores, x.node_cores),
             ]
         })
         .collect();
@@ -1444,7 +1518,7 @@ fn incast_md(r: &ExperimentResult, name: &str) -> String {
             "queue mean / p99 / max (kB)",
             "drops",
             "probes",
-            "CPU cores",
+            "CPU cores: machine / ours",
         ],
         &[
             Align::Left,
@@ -1501,9 +1575,14 @@ fn congested_md(r: &ExperimentResult) -> String {
                 ),
                 list(&x.from_congested_mbps),
                 list(&x.from_other_mbps),
+                format!(
+                    "{} ({}%)",
+                    f0(x.receiver_link_mbps.iter().sum::<f64>()),
+                    f0(100.0 * x.receiver_link_mbps.iter().sum::<f64>() / (l.rate_mbit as f64 * n))
+                ),
                 f1(x.max_backlog_bytes as f64 / 1e3),
                 x.drops.to_string(),
-                format!("{:.2}", x.cpu_cores),
+                format!("{:.2} / {:.2}", x.cpu_cores, x.node_cores),
             ]
         })
         .collect();
@@ -1515,12 +1594,14 @@ fn congested_md(r: &ExperimentResult) -> String {
             "of max",
             "from the congested sender, per receiver",
             "from the other sender, per receiver",
+            "receiver links, tc (Mbit/s)",
             "max queue (kB)",
             "drops",
-            "CPU cores",
+            "CPU cores: machine / ours",
         ],
         &[
             Align::Left,
+            Align::Right,
             Align::Right,
             Align::Right,
             Align::Right,
@@ -1533,8 +1614,12 @@ fn congested_md(r: &ExperimentResult) -> String {
         &rows,
     ));
     s.push_str(
-        "\nGoodput is request payload completed at the receivers in the window. \"of max\" \
-         divides by the receivers' total payload capacity.\n\n",
+        "\nGoodput is request payload completed at the receivers in the window (whole messages, so \
+         it moves in steps of one message per window); \"of max\" divides by the receivers' \
+         total payload capacity. \"receiver links\" are the bytes the switch sent to the \
+         receivers in the window (frames, headers included) over the links' total rate. \
+         CPU: the machine's busy cores in the window / the cores the experiment's own \
+         processes used.\n\n",
     );
     s
 }
@@ -1560,13 +1645,15 @@ mod tests {
 
     #[test]
     fn congested_plan_pairs_each_receiver_with_one_sender() {
-        let p = congested_plan(4, 1_000_000);
+        let p = congested_plan(4, 1_000_000, 8_000_000);
         assert_eq!(p.len(), 9);
         assert_eq!(p[0].targets, vec![1, 2, 3, 4]);
+        assert_eq!(p[0].size, 1_000_000);
         for r in 1..=4 {
             assert!(p[r].targets.is_empty());
             assert_eq!(p[4 + r].host, 4 + r);
             assert_eq!(p[4 + r].targets, vec![r]);
+            assert_eq!(p[4 + r].size, 8_000_000);
         }
         // Every receiver is loaded by exactly two hosts.
         for r in 1..=4 {
@@ -1670,6 +1757,7 @@ mod tests {
             unloaded_seconds: 1.0,
             repeats: 1,
             size: MESSAGE_BYTES,
+            other_size: 8 * MESSAGE_BYTES,
             senders: 6,
             receivers: 4,
             sample_ms: 50,

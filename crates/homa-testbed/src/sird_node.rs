@@ -143,6 +143,20 @@ pub struct NodeOutcome {
     pub ce_received: u64,
     /// Packets the kernel refused to send.
     pub send_drops: u64,
+    /// CPU time this process used, user plus system (s), over its life.
+    pub cpu_s: f64,
+}
+
+/// User plus system CPU time of this process so far (s).
+fn own_cpu_s() -> f64 {
+    // SAFETY: getrusage writes into the struct we pass and has no other
+    // preconditions.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return f64::NAN;
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
 }
 
 fn unix_now() -> Duration {
@@ -225,6 +239,7 @@ pub fn run(args: &NodeArgs) -> Result<NodeOutcome> {
         clients: outcomes,
         ce_received: stats.ce_received,
         send_drops: stats.send_drops,
+        cpu_s: own_cpu_s(),
     };
     let text = serde_json::to_string(&outcome)?;
     std::fs::write(&args.out, text)
