@@ -40,7 +40,7 @@ const PORT: u16 = 4000;
 
 /// Seconds between launching the nodes and the experiment's start: time
 /// to start the processes and bind their endpoints.
-const STARTUP_S: f64 = 1.5;
+const STARTUP_S: f64 = 0.5;
 
 /// Largest message the experiments send.
 pub const MESSAGE_BYTES: u64 = 1_000_000;

@@ -27,7 +27,7 @@ pub const REPLY_BYTES: usize = 8;
 
 /// Seconds the servers keep serving after the window, so that the clients'
 /// last RPCs are answered and nobody sees a vanished peer.
-pub const LINGER_S: f64 = 1.0;
+pub const LINGER_S: f64 = 0.5;
 
 /// Options of `testbed sird-node`.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
