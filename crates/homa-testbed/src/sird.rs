@@ -1322,11 +1322,26 @@ pub fn render(out: &Path, name: &str) -> Result<()> {
     if let Some(r) = &incast {
         write_plots(r, &dir)?;
     }
-    let md = markdown(incast.as_ref(), congested.as_ref(), name);
     let path = out.join(format!("{name}.md"));
+    let old = fs::read_to_string(&path).unwrap_or_default();
+    let md = with_kept_notes(markdown(incast.as_ref(), congested.as_ref(), name), &old);
     fs::write(&path, md).with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("testbed: wrote {}", path.display());
     Ok(())
+}
+
+/// The line after which `sird.md` holds hand-written text; regenerating
+/// the report keeps everything from it on.
+pub const NOTES_MARKER: &str =
+    "<!-- hand-written below: `testbed sird` keeps it when it rewrites the tables above -->";
+
+/// `generated` followed by the hand-written part of `old` (from
+/// [`NOTES_MARKER`] on), if it has one.
+pub fn with_kept_notes(generated: String, old: &str) -> String {
+    match old.find(NOTES_MARKER) {
+        Some(i) => format!("{}\n{}", generated.trim_end(), &old[i..]),
+        None => generated,
+    }
 }
 
 /// The plot files of an incast result.
@@ -1441,8 +1456,7 @@ fn link_md(r: &ExperimentResult) -> String {
     let l = &r.link;
     format!(
         "Link: {} Mbit/s, MTU {} ({:.0} µs per full frame), one FIFO of {} kB per switch \
-         egress port (no priorities), {} hosts. RTT assumed {:.0} µs (50 µs of software + \
-         two frame times), so BDP = {} B ({:.1} full packets), B = {} B, UnschT = {} B, \
+         egress port (no priorities), {} hosts. RTT assumed {:.0} µs{}, so BDP = {} B ({:.1} full packets), B = {} B, UnschT = {} B, \
          SThr = BDP/2 = {} B. Largest payload goodput of a link: {:.0} Mbit/s. {} s \
          measured after {} s of warm-up per run; {} runs per variant, interleaved; load \
          average before: {:.2}.\n\n",
@@ -1452,6 +1466,11 @@ fn link_md(r: &ExperimentResult) -> String {
         l.buffer_bytes / 1000,
         r.hosts,
         l.rtt_ns as f64 / 1e3,
+        if l.rtt_ns == bench::auto_rtt_ns(l.rate_mbit, l.mtu) {
+            " (50 µs of software + two frame times)"
+        } else {
+            ""
+        },
         l.bdp_bytes,
         l.bdp_bytes as f64 / l.frame_bytes(),
         l.bucket_bytes,
@@ -1823,5 +1842,11 @@ mod tests {
         assert!(md.contains("SIRD, credit pacing"), "{md}");
         assert!(md.contains("361 (2.0)"), "{md}");
         assert!(!md.contains("Partial"));
+        // Hand-written notes survive a rewrite; without them nothing is added.
+        let old = format!("old tables\n{NOTES_MARKER}\nmy analysis\n");
+        let kept = with_kept_notes(md.clone(), &old);
+        assert!(kept.starts_with(&md.trim_end().to_string()));
+        assert!(kept.ends_with("my analysis\n") && !kept.contains("old tables"));
+        assert_eq!(with_kept_notes(md.clone(), "no marker"), md);
     }
 }
