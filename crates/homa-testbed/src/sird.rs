@@ -1360,10 +1360,10 @@ fn write_plots(r: &ExperimentResult, dir: &Path) -> Result<()> {
         });
     }
     for v in &r.variants {
-        if let Some(run) = r.incast.iter().find(|x| &x.variant == v) {
+        for run in r.incast.iter().filter(|x| &x.variant == v) {
             let label = Variant::parse(v).map_or(v.as_str(), |v| v.label());
             cdf.push(Series {
-                label: label.to_string(),
+                label: format!("{label} (run {})", run.repeat),
                 points: run.loaded_cdf.clone(),
             });
         }
@@ -1374,8 +1374,8 @@ fn write_plots(r: &ExperimentResult, dir: &Path) -> Result<()> {
             points: s
                 .points
                 .iter()
-                .map(|&(x, q)| (x, (1.0 - q).max(1e-4)))
-                .filter(|&(_, y)| y < 1.0)
+                .map(|&(x, q)| (x, (100.0 * (1.0 - q)).max(0.01)))
+                .filter(|&(_, y)| y < 100.0)
                 .collect(),
         });
     }
@@ -1398,7 +1398,7 @@ fn write_plots(r: &ExperimentResult, dir: &Path) -> Result<()> {
         &dir.join(CCDF_PLOT),
         &title,
         "probe round trip (µs)",
-        "fraction of probes slower (1 − CDF)",
+        "% of probes slower (100 × (1 − CDF), floor 0.01)",
         &ccdf,
         true,
     )
@@ -1564,8 +1564,8 @@ fn incast_md(r: &ExperimentResult, name: &str) -> String {
          over the window.\n\n",
     );
     s.push_str(&format!(
-        "![probe RTT CDF]({name}/{CDF_PLOT})\n\n![probe RTT tail]({name}/{CCDF_PLOT})\n\n(the \
-         first run of each variant; the idle curve is the first variant's idle phase)\n\n"
+        "![probe RTT CDF]({name}/{CDF_PLOT})\n\n![probe RTT tail]({name}/{CCDF_PLOT})\n\n(every \
+         run; the idle curve is the first run's idle phase)\n\n"
     ));
     s
 }
