@@ -88,7 +88,7 @@ fn sird_experiments_run_short_and_keep_their_results() {
         "--variants",
         "sird,homa",
     ];
-    args.extend(["--unloaded-seconds", "0.4"]);
+    args.extend(["--unloaded-seconds", "0.3"]);
     args.extend(short);
     let o = testbed(&args, &out);
     let stderr = String::from_utf8_lossy(&o.stderr);
