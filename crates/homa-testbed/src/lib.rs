@@ -14,7 +14,8 @@
 //!   round-trip times into slowdowns, [`report`] writes the results;
 //! - [`sird`] runs the SIRD paper's testbed experiments (incast, congested
 //!   sender) on a switch without priorities, each host a
-//!   [`sird_node`].
+//!   [`sird_node`], with [`sird_sniff`] counting the `csn` marks that reach
+//!   a receiver.
 
 #![deny(missing_docs)]
 
@@ -25,4 +26,5 @@ pub mod netns;
 pub mod report;
 pub mod sird;
 pub mod sird_node;
+pub mod sird_sniff;
 pub mod tc;

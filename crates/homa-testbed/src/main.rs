@@ -13,6 +13,7 @@ use homa_testbed::cleanup;
 use homa_testbed::netns::{self, TestbedSpec};
 use homa_testbed::sird::{self, Experiment, SirdArgs};
 use homa_testbed::sird_node::{self, NodeArgs};
+use homa_testbed::sird_sniff::{self, SniffArgs};
 use homa_testbed::tc;
 
 #[derive(Parser, Debug)]
@@ -73,6 +74,10 @@ enum Cmd {
     /// One host of `testbed sird`, as it starts it inside each namespace.
     #[command(hide = true)]
     SirdNode(Box<NodeArgs>),
+    /// Counts DATA packets and `csn` marks on a switch port (run by
+    /// `testbed sird` in the switch namespace).
+    #[command(hide = true)]
+    SirdSniff(SniffArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -208,6 +213,7 @@ fn run(cli: Cli) -> Result<()> {
         cli.command,
         Cmd::Node(_)
             | Cmd::SirdNode(_)
+            | Cmd::SirdSniff(_)
             | Cmd::Report { .. }
             | Cmd::Sird {
                 command: SirdCmd::Report { .. }
@@ -295,6 +301,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             result
         }
+        Cmd::SirdSniff(args) => sird_sniff::run(&args).map(|_| ()),
         Cmd::SirdNode(args) => {
             let o = sird_node::run(&args)?;
             eprintln!(

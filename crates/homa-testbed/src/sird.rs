@@ -15,6 +15,7 @@
 //! `OUT/sird/EXPERIMENT.partial.json` as it goes (a rerun resumes from
 //! them), and then `OUT/sird.md` from whatever results exist.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ use crate::bench::{self, wait_all, Node};
 use crate::cleanup;
 use crate::netns::{self, TestbedSpec};
 use crate::sird_node::{NodeArgs, NodeOutcome, LINGER_S};
+use crate::sird_sniff::{self, FlagCounts};
 use crate::tc;
 
 /// The port every node's endpoint binds.
@@ -469,6 +471,10 @@ pub struct CongestedRun {
     pub config_checked: bool,
     /// RPC errors at the clients.
     pub errors: u64,
+    /// DATA packets into receiver 1 by sender, and how many carried `csn`
+    /// (counted on its switch port for part of the window).
+    #[serde(default)]
+    pub csn_into_first_receiver: BTreeMap<String, FlagCounts>,
 }
 
 /// Everything one experiment produced.
@@ -913,6 +919,8 @@ struct Phase {
     cpu_cores: f64,
     node_cores: f64,
     queues: Vec<PortSamples>,
+    /// `csn` counts on the sniffed port, if one was.
+    csn: BTreeMap<String, FlagCounts>,
 }
 
 impl Ctx<'_> {
@@ -938,6 +946,7 @@ impl Ctx<'_> {
         warmup: f64,
         seconds: f64,
         watch: &[usize],
+        sniff: Option<usize>,
     ) -> Result<Phase> {
         let start_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -970,6 +979,37 @@ impl Ctx<'_> {
         );
         let launched = Instant::now();
         let mut nodes = Vec::new();
+        let sniff_out = self.work.join(format!("{tag}-sniff.json"));
+        let _ = fs::remove_file(&sniff_out);
+        if let Some(port) = sniff {
+            // The middle of the window, at most 3 s (it costs CPU).
+            let len = (seconds / 2.0).min(3.0);
+            let argv = vec![
+                "sird-sniff".to_string(),
+                "--dev".into(),
+                format!("p{port}"),
+                "--delay".into(),
+                (STARTUP_S + warmup + (seconds - len) / 2.0).to_string(),
+                "--seconds".into(),
+                len.to_string(),
+                "--out".into(),
+                sniff_out.display().to_string(),
+            ];
+            let log_path = self.work.join(format!("{tag}-sniff.log"));
+            let log = fs::File::create(&log_path)?;
+            let mut cmd = netns::command_in(&self.spec.switch_ns(), self.exe.as_os_str(), &argv);
+            cmd.stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .env("RUST_BACKTRACE", "0");
+            let child = cmd.spawn().context("cannot start the packet counter")?;
+            cleanup::register_child(child.id());
+            nodes.push(Node {
+                child,
+                host: usize::MAX,
+                log: log_path,
+            });
+        }
         for (r, a) in roles.iter().zip(&argsets) {
             match self.spawn(r.host, a, tag) {
                 Ok(n) => nodes.push(n),
@@ -998,12 +1038,18 @@ impl Ctx<'_> {
             })
             .collect::<Result<Vec<NodeOutcome>>>()?;
         let node_cores = outcomes.iter().map(|o| o.cpu_s).sum::<f64>() / lifetime_s;
+        let csn = if sniff.is_some() {
+            sird_sniff::read(&sniff_out)?
+        } else {
+            BTreeMap::new()
+        };
         Ok(Phase {
             args: argsets,
             outcomes,
             cpu_cores,
             node_cores,
             queues,
+            csn,
         })
     }
 
@@ -1047,11 +1093,13 @@ impl Ctx<'_> {
             0.5,
             a.unloaded_seconds,
             &[],
+            None,
         )?;
         let mut idle_rtts = probe_rtts(&idle);
         let unloaded = quantiles(&mut idle_rtts);
         let before = tc::switch_port_stats(self.spec)?;
-        let loaded_phase = self.phase(&tag, &plan, config, a.warmup, a.seconds, &[receiver])?;
+        let loaded_phase =
+            self.phase(&tag, &plan, config, a.warmup, a.seconds, &[receiver], None)?;
         let after = tc::switch_port_stats(self.spec)?;
         let mut rtts = probe_rtts(&loaded_phase);
         let loaded = quantiles(&mut rtts);
@@ -1118,7 +1166,15 @@ impl Ctx<'_> {
         let tag = format!("congested-{}-{repeat}", variant.name());
         let receivers: Vec<usize> = (1..=a.receivers).collect();
         let before = tc::switch_port_stats(self.spec)?;
-        let phase = self.phase(&tag, &plan, config, a.warmup, a.seconds, &receivers)?;
+        let phase = self.phase(
+            &tag,
+            &plan,
+            config,
+            a.warmup,
+            a.seconds,
+            &receivers,
+            Some(1),
+        )?;
         let after = tc::switch_port_stats(self.spec)?;
         let congested_ip = self.spec.host_ip(0).to_string();
         let (mut total, mut from_c, mut from_o) = (Vec::new(), Vec::new(), Vec::new());
@@ -1156,6 +1212,7 @@ impl Ctx<'_> {
             receiver_link_mbps,
             designs: phase.outcomes.iter().map(|o| o.design.clone()).collect(),
             config_checked: phase.outcomes.iter().all(|o| config_matches(variant, o)),
+            csn_into_first_receiver: phase.csn.clone(),
             errors: phase
                 .outcomes
                 .iter()
@@ -1422,6 +1479,24 @@ fn f1(x: f64) -> String {
     }
 }
 
+/// `congested% / other%` of DATA packets with `csn` into receiver 1 (host
+/// 1), whose own sender is host `receivers + 1`.
+fn csn_cell(counts: &BTreeMap<String, FlagCounts>, _link: &LinkInfo, receivers: usize) -> String {
+    let share = |host: usize| {
+        let ip = format!("10.111.0.{}", host + 1);
+        counts
+            .get(&ip)
+            .filter(|c| c.data > 0)
+            .map_or("–".to_string(), |c| {
+                format!("{:.0}%", 100.0 * c.csn as f64 / c.data as f64)
+            })
+    };
+    if counts.is_empty() {
+        return "–".into();
+    }
+    format!("{} / {}", share(0), share(receivers + 1))
+}
+
 /// Added p99 latency (µs) of a run over its idle p99, and the number of
 /// full frames that takes at the link rate.
 pub fn added_p99(run: &IncastRun, link: &LinkInfo) -> (f64, f64) {
@@ -1601,6 +1676,7 @@ fn congested_md(r: &ExperimentResult) -> String {
                 ),
                 f1(x.max_backlog_bytes as f64 / 1e3),
                 x.drops.to_string(),
+                csn_cell(&x.csn_into_first_receiver, &r.link, n as usize),
                 format!("{:.2} / {:.2}", x.cpu_cores, x.node_cores),
             ]
         })
@@ -1616,6 +1692,7 @@ fn congested_md(r: &ExperimentResult) -> String {
             "receiver links, tc (Mbit/s)",
             "max queue (kB)",
             "drops",
+            "csn into receiver 1: congested / other",
             "CPU cores: machine / ours",
         ],
         &[
@@ -1629,11 +1706,18 @@ fn congested_md(r: &ExperimentResult) -> String {
             Align::Right,
             Align::Right,
             Align::Right,
+            Align::Right,
         ],
         &rows,
     ));
     s.push_str(
-        "\nGoodput is request payload completed at the receivers in the window (whole messages, so \
+        "\n\"csn into receiver 1\": the share of DATA packets that reached receiver 1 with \
+         SIRD's congested-sender bit, from the congested sender (host 0) and from the \
+         receiver's own sender, counted on the switch port for up to 3 s mid-window \
+         (`testbed sird-sniff`, a packet socket). ",
+    );
+    s.push_str(
+        "Goodput is request payload completed at the receivers in the window (whole messages, so \
          it moves in steps of one message per window); \"of max\" divides by the receivers' \
          total payload capacity. \"receiver links\" are the bytes the switch sent to the \
          receivers in the window (frames, headers included) over the links' total rate. \
