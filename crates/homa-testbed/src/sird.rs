@@ -912,6 +912,15 @@ struct Ctx<'a> {
     work: &'a Path,
 }
 
+/// What a phase watches besides its nodes.
+#[derive(Clone, Copy, Default)]
+struct Taps<'a> {
+    /// Switch ports whose queues are sampled.
+    queues: &'a [usize],
+    /// A switch port whose DATA packets are counted by sender.
+    sniff: Option<usize>,
+}
+
 /// The nodes of one phase, their options and what they reported.
 struct Phase {
     args: Vec<NodeArgs>,
@@ -945,9 +954,9 @@ impl Ctx<'_> {
         config: &Path,
         warmup: f64,
         seconds: f64,
-        watch: &[usize],
-        sniff: Option<usize>,
+        taps: Taps<'_>,
     ) -> Result<Phase> {
+        let (watch, sniff) = (taps.queues, taps.sniff);
         let start_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -1092,14 +1101,22 @@ impl Ctx<'_> {
             config,
             0.5,
             a.unloaded_seconds,
-            &[],
-            None,
+            Taps::default(),
         )?;
         let mut idle_rtts = probe_rtts(&idle);
         let unloaded = quantiles(&mut idle_rtts);
         let before = tc::switch_port_stats(self.spec)?;
-        let loaded_phase =
-            self.phase(&tag, &plan, config, a.warmup, a.seconds, &[receiver], None)?;
+        let loaded_phase = self.phase(
+            &tag,
+            &plan,
+            config,
+            a.warmup,
+            a.seconds,
+            Taps {
+                queues: &[receiver],
+                sniff: None,
+            },
+        )?;
         let after = tc::switch_port_stats(self.spec)?;
         let mut rtts = probe_rtts(&loaded_phase);
         let loaded = quantiles(&mut rtts);
@@ -1172,8 +1189,10 @@ impl Ctx<'_> {
             config,
             a.warmup,
             a.seconds,
-            &receivers,
-            Some(1),
+            Taps {
+                queues: &receivers,
+                sniff: Some(1),
+            },
         )?;
         let after = tc::switch_port_stats(self.spec)?;
         let congested_ip = self.spec.host_ip(0).to_string();
@@ -1396,7 +1415,7 @@ pub const NOTES_MARKER: &str =
 /// [`NOTES_MARKER`] on), if it has one.
 pub fn with_kept_notes(generated: String, old: &str) -> String {
     match old.find(NOTES_MARKER) {
-        Some(i) => format!("{}\n{}", generated.trim_end(), &old[i..]),
+        Some(i) => format!("{}\n\n{}", generated.trim_end(), &old[i..]),
         None => generated,
     }
 }
@@ -1481,7 +1500,7 @@ fn f1(x: f64) -> String {
 
 /// `congested% / other%` of DATA packets with `csn` into receiver 1 (host
 /// 1), whose own sender is host `receivers + 1`.
-fn csn_cell(counts: &BTreeMap<String, FlagCounts>, _link: &LinkInfo, receivers: usize) -> String {
+fn csn_cell(counts: &BTreeMap<String, FlagCounts>, receivers: usize) -> String {
     let share = |host: usize| {
         let ip = format!("10.111.0.{}", host + 1);
         counts
@@ -1676,7 +1695,7 @@ fn congested_md(r: &ExperimentResult) -> String {
                 ),
                 f1(x.max_backlog_bytes as f64 / 1e3),
                 x.drops.to_string(),
-                csn_cell(&x.csn_into_first_receiver, &r.link, n as usize),
+                csn_cell(&x.csn_into_first_receiver, n as usize),
                 format!("{:.2} / {:.2}", x.cpu_cores, x.node_cores),
             ]
         })

@@ -128,7 +128,7 @@ pub fn run(args: &SniffArgs) -> Result<BTreeMap<String, FlagCounts>> {
                     _ => return Err(e).context("reading the packet socket"),
                 }
             }
-            if from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if from.sll_pkttype == libc::PACKET_OUTGOING {
                 count(&mut counts, &buf[..(n as usize).min(buf.len())]);
             }
         }

@@ -142,6 +142,17 @@ fn sird_experiments_run_short_and_keep_their_results() {
             .iter()
             .all(|d| d == "sird"));
         assert_eq!(run["errors"], 0, "{run}");
+        // The packet counter saw SIRD DATA into receiver 1; with SThr = ∞
+        // nothing may carry csn.
+        let counts = run["csn_into_first_receiver"].as_object().expect("counts");
+        assert!(!counts.is_empty(), "{run}");
+        for c in counts.values() {
+            assert!(c["data"].as_u64().unwrap() > 0);
+            assert_eq!(c["sird"], c["data"], "{run}");
+            if run["variant"] == "sthr-inf" {
+                assert_eq!(c["csn"], 0, "{run}");
+            }
+        }
     }
 
     // The report has both parts and the plots.
