@@ -288,6 +288,8 @@ fn run(cli: Cli) -> Result<()> {
             // Refuse bad options before building anything.
             run.args.validate(experiment)?;
             netns::validate_prefix(&run.prefix.prefix)?;
+            // ... and before touching a testbed that may be someone else's.
+            sird::check_output(experiment, &run.args)?;
             cleanup::install(&run.prefix.prefix);
             // A panic must not leave the testbed behind either.
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

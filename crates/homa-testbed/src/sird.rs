@@ -721,18 +721,26 @@ impl SirdArgs {
     }
 }
 
+/// Refuses to run when `experiment`'s results exist and `--force` was not
+/// given (committed results are replaced only on request).
+pub fn check_output(experiment: Experiment, args: &SirdArgs) -> Result<()> {
+    let path = args.result_path(experiment, false);
+    if path.exists() && !args.force {
+        bail!(
+            "{} exists; pass --force to replace it (or --out/--name elsewhere)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// Runs `experiment` on a testbed it builds (with `prefix`) and writes the
 /// results and the report. The caller removes the testbed.
 pub fn run(experiment: Experiment, args: &SirdArgs, prefix: &str) -> Result<()> {
     let variants = args.validate(experiment)?;
     let final_path = args.result_path(experiment, false);
     let partial_path = args.result_path(experiment, true);
-    if final_path.exists() && !args.force {
-        bail!(
-            "{} exists; pass --force to replace it (or --out/--name elsewhere)",
-            final_path.display()
-        );
-    }
+    check_output(experiment, args)?;
     let spec = args.spec(prefix, experiment);
     let link = LinkInfo::new(args.rate_mbit, args.mtu, args.rtt_ns(), spec.buffer_bytes);
     let mut result = ExperimentResult {
