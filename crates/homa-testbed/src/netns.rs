@@ -656,13 +656,18 @@ impl fmt::Display for Status {
         };
         writeln!(
             f,
-            "testbed '{}': {} hosts, {} Mbit/s links, MTU {}, switch queue {} B per priority, \
+            "testbed '{}': {} hosts, {} Mbit/s links, MTU {}, switch queue {} B {}, \
              host queue {} B",
             spec.prefix,
             spec.hosts,
             spec.rate_mbit,
             spec.mtu,
             spec.buffer_bytes,
+            if spec.switch_levels == 1 {
+                "(one FIFO per port)"
+            } else {
+                "per priority"
+            },
             spec.host_queue_bytes
         )?;
         writeln!(f, "namespaces: {}", self.namespaces.join(" "))?;
