@@ -142,6 +142,43 @@ pub fn apply_overrides(config: &homa::Config, sets: &[String]) -> Result<homa::C
     homa::Config::from_toml_str(&text).map_err(|e| anyhow!("--homa-set: {e}"))
 }
 
+/// The runtime configuration for a testbed link of `rate_mbit` and `mtu`
+/// with round trip `rtt_ns` (Homa design, 8 priorities): the runtime's
+/// defaults with the core sized by [`homa_core::Config::apply_link`] (the
+/// one derivation of RTTbytes, and SIRD's BDP multiples), timers scaled to
+/// the round trip, the pacer holding at most `nic_queue_packets` frames in
+/// the NIC queue, no segmentation offload (the qdiscs must see MTU-sized
+/// packets), and threads that sleep instead of polling.
+pub fn link_config(rate_mbit: u64, mtu: u32, rtt_ns: u64, nic_queue_packets: f64) -> homa::Config {
+    // The runtime's defaults (user-space timeouts), sized for this link.
+    let base = homa::Config::default();
+    let mut core = base.core.clone();
+    core.apply_link(&homa_core::Link {
+        mtu,
+        ..homa_core::Link::new(rate_mbit, rtt_ns)
+    });
+    core.max_message_size = core.max_message_size.max(MAX_SIZE as u32);
+    // Loss handling counts in ticks. Homa/Linux's 1 ms tick is ~70 of
+    // its round trips; these links are 30-300x slower, and a 1 ms tick
+    // would ask for resends of data merely queued behind a backlog
+    // (then retransmit it, and make the backlog worse).
+    core.tick_ns = core.tick_ns.max(10 * rtt_ns);
+    // A server must remember acks longer than a client keeps retrying.
+    core.ack_memory_ns = core.ack_memory_ns.max(2 * core.dead_peer_ns());
+    // One full packet's transmission time.
+    let packet_ns = mtu as u64 * 8_000 / rate_mbit.max(1);
+    homa::Config {
+        core,
+        max_nic_queue_ns: (nic_queue_packets * packet_ns as f64) as u64,
+        // The qdiscs must see MTU-sized packets (priorities act per packet).
+        segmentation_offload: false,
+        // All hosts share two cores: a thread that polls takes CPU
+        // from the one it waits for.
+        poll_us: 0,
+        ..base
+    }
+}
+
 /// Options of `testbed bench`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -367,7 +404,7 @@ fn homa_config_summary(args: &BenchArgs) -> String {
     s
 }
 
-fn command_line() -> String {
+pub(crate) fn command_line() -> String {
     let mut words: Vec<String> = std::env::args().collect();
     if let Some(first) = words.first_mut() {
         *first = "testbed".into();
@@ -429,34 +466,13 @@ impl RunCtx<'_> {
 
     /// Writes the Homa runtime configuration for this link and returns its path.
     fn homa_config(&self, priorities: u8) -> Result<PathBuf> {
-        // The runtime's defaults (user-space timeouts), sized for this link.
-        let base = homa::Config::default();
-        let mut core = base.core.clone();
-        core.apply_link(&homa_core::Link {
-            mtu: self.spec.mtu,
-            ..homa_core::Link::new(self.spec.rate_mbit, self.rtt_ns)
-        });
-        core.num_priorities = priorities;
-        core.max_message_size = core.max_message_size.max(MAX_SIZE as u32);
-        // Loss handling counts in ticks. Homa/Linux's 1 ms tick is ~70 of
-        // its round trips; these links are 30-300x slower, and a 1 ms tick
-        // would ask for resends of data merely queued behind a backlog
-        // (then retransmit it, and make the backlog worse).
-        core.tick_ns = core.tick_ns.max(10 * self.rtt_ns);
-        // A server must remember acks longer than a client keeps retrying.
-        core.ack_memory_ns = core.ack_memory_ns.max(2 * core.dead_peer_ns());
-        // One full packet's transmission time.
-        let packet_ns = self.spec.mtu as u64 * 8_000 / self.spec.rate_mbit;
-        let config = homa::Config {
-            core,
-            max_nic_queue_ns: (self.args.nic_queue_packets * packet_ns as f64) as u64,
-            // The qdiscs must see MTU-sized packets (priorities act per packet).
-            segmentation_offload: false,
-            // All hosts share two cores: a thread that polls takes CPU
-            // from the one it waits for.
-            poll_us: 0,
-            ..base
-        };
+        let mut config = link_config(
+            self.spec.rate_mbit,
+            self.spec.mtu,
+            self.rtt_ns,
+            self.args.nic_queue_packets,
+        );
+        config.core.num_priorities = priorities;
         let config = apply_overrides(&config, &self.args.homa_set)?;
         let path = self.work.join(format!("homa-{priorities}prio.toml"));
         let text = toml::to_string(&config).context("cannot write the Homa configuration")?;
@@ -662,15 +678,15 @@ impl RunCtx<'_> {
 }
 
 /// A node process and where its output goes.
-struct Node {
-    child: Child,
-    host: usize,
-    log: PathBuf,
+pub(crate) struct Node {
+    pub(crate) child: Child,
+    pub(crate) host: usize,
+    pub(crate) log: PathBuf,
 }
 
 /// Waits for every node to exit successfully; kills all of them if one
 /// fails or `limit` passes.
-fn wait_all(mut nodes: Vec<Node>, limit: Duration) -> Result<()> {
+pub(crate) fn wait_all(mut nodes: Vec<Node>, limit: Duration) -> Result<()> {
     let deadline = Instant::now() + limit;
     let mut failure: Option<anyhow::Error> = None;
     while !nodes.is_empty() && failure.is_none() {
@@ -828,7 +844,7 @@ impl CpuWindow {
 }
 
 /// (busy, total) jiffies of all CPUs.
-fn proc_stat() -> Option<(u64, u64)> {
+pub(crate) fn proc_stat() -> Option<(u64, u64)> {
     let text = fs::read_to_string("/proc/stat").ok()?;
     let line = text.lines().next()?;
     let v: Vec<u64> = line

@@ -11,7 +11,11 @@
 //!   statistics;
 //! - [`cleanup`] tears everything down on Ctrl-C or SIGTERM;
 //! - [`bench`] runs Homa and TCP on a testbed, [`analysis`] turns the
-//!   round-trip times into slowdowns, [`report`] writes the results.
+//!   round-trip times into slowdowns, [`report`] writes the results;
+//! - [`sird`] runs the SIRD paper's testbed experiments (incast, congested
+//!   sender) on a switch without priorities, each host a
+//!   [`sird_node`], with [`sird_sniff`] counting the `csn` marks that reach
+//!   a receiver.
 
 #![deny(missing_docs)]
 
@@ -20,4 +24,7 @@ pub mod bench;
 pub mod cleanup;
 pub mod netns;
 pub mod report;
+pub mod sird;
+pub mod sird_node;
+pub mod sird_sniff;
 pub mod tc;

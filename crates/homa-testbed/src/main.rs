@@ -11,6 +11,10 @@ use tracing::{info, warn, Level};
 use homa_testbed::bench::{self, BenchArgs};
 use homa_testbed::cleanup;
 use homa_testbed::netns::{self, TestbedSpec};
+use homa_testbed::sird::{self, Experiment, SirdArgs};
+use homa_testbed::sird_node::{self, NodeArgs};
+use homa_testbed::sird_sniff::{self, SniffArgs};
+use homa_testbed::tc;
 
 #[derive(Parser, Debug)]
 #[command(name = "testbed", version, about)]
@@ -57,10 +61,53 @@ enum Cmd {
         #[arg(long, default_value = "testbed")]
         name: String,
     },
+    /// The SIRD paper's testbed experiments on a switch with one FIFO
+    /// per port: builds the testbed, runs, writes docs/results/sird.md.
+    Sird {
+        #[command(subcommand)]
+        command: SirdCmd,
+    },
     /// One cluster node (`homa-perf cluster`), as the bench starts it
     /// inside each host namespace.
     #[command(hide = true)]
     Node(Box<ClusterArgs>),
+    /// One host of `testbed sird`, as it starts it inside each namespace.
+    #[command(hide = true)]
+    SirdNode(Box<NodeArgs>),
+    /// Counts DATA packets and `csn` marks on a switch port (run by
+    /// `testbed sird` in the switch namespace).
+    #[command(hide = true)]
+    SirdSniff(SniffArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum SirdCmd {
+    /// 6-to-1 incast of 1 MB messages, a 7th host probing the receiver
+    /// with 8-byte RPCs: SIRD with and without credit pacing, and Homa.
+    Incast(SirdRun),
+    /// One sender to 4 receivers plus one sender per receiver: SIRD with
+    /// SThr = ∞ and SThr = BDP/2.
+    Congested(SirdRun),
+    /// Write the report again from the results (no root needed).
+    Report {
+        /// Directory of the report.
+        #[arg(long, default_value = "docs/results")]
+        out: std::path::PathBuf,
+        /// Base name of the report files.
+        #[arg(long, default_value = "sird")]
+        name: String,
+    },
+}
+
+#[derive(Args, Debug)]
+struct SirdRun {
+    #[command(flatten)]
+    args: Box<SirdArgs>,
+    /// Leave the testbed up afterwards.
+    #[arg(long)]
+    keep: bool,
+    #[command(flatten)]
+    prefix: PrefixArg,
 }
 
 #[derive(Args, Debug)]
@@ -105,6 +152,9 @@ struct UpArgs {
     /// MTU of every link.
     #[arg(long, default_value_t = netns::DEFAULT_MTU)]
     mtu: u32,
+    /// One FIFO per switch egress port instead of 8 priority queues.
+    #[arg(long)]
+    fifo: bool,
     #[command(flatten)]
     prefix: PrefixArg,
 }
@@ -118,6 +168,7 @@ impl UpArgs {
             buffer_bytes: self.buffer_kb.saturating_mul(1000),
             host_queue_bytes: self.host_queue_kb.saturating_mul(1000),
             mtu: self.mtu,
+            switch_levels: if self.fifo { 1 } else { tc::PRIORITIES },
         }
     }
 }
@@ -158,7 +209,17 @@ fn preflight() -> Result<()> {
 
 fn run(cli: Cli) -> Result<()> {
     // A node runs inside a namespace the bench made; it needs no tools.
-    if !matches!(cli.command, Cmd::Node(_) | Cmd::Report { .. }) {
+    let needs_root = !matches!(
+        cli.command,
+        Cmd::Node(_)
+            | Cmd::SirdNode(_)
+            | Cmd::SirdSniff(_)
+            | Cmd::Report { .. }
+            | Cmd::Sird {
+                command: SirdCmd::Report { .. }
+            }
+    );
+    if needs_root {
         preflight()?;
     }
     match cli.command {
@@ -205,6 +266,7 @@ fn run(cli: Cli) -> Result<()> {
                 buffer_bytes: topology.buffer_kb.saturating_mul(1000),
                 host_queue_bytes: topology.host_queue_kb.saturating_mul(1000),
                 mtu: netns::DEFAULT_MTU,
+                switch_levels: tc::PRIORITIES,
             };
             spec.validate()?;
             cleanup::install(&spec.prefix);
@@ -217,6 +279,45 @@ fn run(cli: Cli) -> Result<()> {
             result
         }
         Cmd::Report { from, out, name } => bench::rerender(&from, &out, &name),
+        Cmd::Sird { command } => {
+            let (experiment, run) = match command {
+                SirdCmd::Report { out, name } => return sird::render(&out, &name),
+                SirdCmd::Incast(run) => (Experiment::Incast, run),
+                SirdCmd::Congested(run) => (Experiment::Congested, run),
+            };
+            // Refuse bad options before building anything.
+            run.args.validate(experiment)?;
+            netns::validate_prefix(&run.prefix.prefix)?;
+            // ... and before touching a testbed that may be someone else's.
+            sird::check_output(experiment, &run.args)?;
+            cleanup::install(&run.prefix.prefix);
+            // A panic must not leave the testbed behind either.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                sird::run(experiment, &run.args, &run.prefix.prefix)
+            }))
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("internal error (panic); testbed removed")));
+            if run.keep {
+                info!("testbed '{}' left up (--keep)", run.prefix.prefix);
+            } else if let Err(e) = netns::down(&run.prefix.prefix) {
+                warn!("removing the testbed: {e:#}");
+            }
+            result
+        }
+        Cmd::SirdSniff(args) => sird_sniff::run(&args).map(|_| ()),
+        Cmd::SirdNode(args) => {
+            let o = sird_node::run(&args)?;
+            eprintln!(
+                "sird-node {}: served {} ({} B), clients {:?}",
+                o.me,
+                o.served,
+                o.served_bytes,
+                o.clients
+                    .iter()
+                    .map(|c| (c.completed, c.errors))
+                    .collect::<Vec<_>>()
+            );
+            Ok(())
+        }
         Cmd::Node(args) => {
             let report = cluster::run_node(&args)?;
             eprintln!("node: {}", report.summary());

@@ -77,6 +77,15 @@ pub struct TestbedSpec {
     pub host_queue_bytes: u64,
     /// MTU of every link, in bytes.
     pub mtu: u32,
+    /// Queues per switch egress port: 8 strict-priority queues selected by
+    /// the TOS byte (Homa's priorities, the default), or 1: a single FIFO
+    /// (a switch without priorities, as in SIRD's testbed).
+    #[serde(default = "default_switch_levels")]
+    pub switch_levels: u8,
+}
+
+fn default_switch_levels() -> u8 {
+    crate::tc::PRIORITIES
 }
 
 impl Default for TestbedSpec {
@@ -88,6 +97,7 @@ impl Default for TestbedSpec {
             buffer_bytes: DEFAULT_BUFFER_BYTES,
             host_queue_bytes: DEFAULT_HOST_QUEUE_BYTES,
             mtu: DEFAULT_MTU,
+            switch_levels: crate::tc::PRIORITIES,
         }
     }
 }
@@ -122,6 +132,13 @@ impl TestbedSpec {
         }
         if !(1..=100_000).contains(&self.rate_mbit) {
             bail!("rate must be 1..=100000 Mbit/s, not {}", self.rate_mbit);
+        }
+        if self.switch_levels != 1 && self.switch_levels != crate::tc::PRIORITIES {
+            bail!(
+                "a switch port has 1 or {} queues, not {}",
+                crate::tc::PRIORITIES,
+                self.switch_levels
+            );
         }
         if !(576..=65_000).contains(&self.mtu) {
             bail!("mtu must be 576..=65000, not {}", self.mtu);
@@ -639,13 +656,18 @@ impl fmt::Display for Status {
         };
         writeln!(
             f,
-            "testbed '{}': {} hosts, {} Mbit/s links, MTU {}, switch queue {} B per priority, \
+            "testbed '{}': {} hosts, {} Mbit/s links, MTU {}, switch queue {} B {}, \
              host queue {} B",
             spec.prefix,
             spec.hosts,
             spec.rate_mbit,
             spec.mtu,
             spec.buffer_bytes,
+            if spec.switch_levels == 1 {
+                "(one FIFO per port)"
+            } else {
+                "per priority"
+            },
             spec.host_queue_bytes
         )?;
         writeln!(f, "namespaces: {}", self.namespaces.join(" "))?;
@@ -762,6 +784,10 @@ mod tests {
             },
             TestbedSpec {
                 prefix: "abcdefghijk".into(),
+                ..ok.clone()
+            },
+            TestbedSpec {
+                switch_levels: 2,
                 ..ok.clone()
             },
         ];

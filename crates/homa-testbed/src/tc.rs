@@ -91,6 +91,7 @@ pub fn switch_port_commands(spec: &TestbedSpec, port: usize) -> Vec<Vec<String>>
     let burst = htb_burst_bytes(spec).to_string();
     let quantum = quantum_bytes(spec).to_string();
     let limit = spec.buffer_bytes.to_string();
+    let levels = spec.switch_levels.clamp(1, PRIORITIES);
     let mut cmds = vec![
         // Unclassified (non-IP) traffic goes to the lowest priority.
         args(&[
@@ -101,7 +102,7 @@ pub fn switch_port_commands(spec: &TestbedSpec, port: usize) -> Vec<Vec<String>>
             "ceil", &rate, "burst", &burst, "cburst", &burst, "quantum", &quantum,
         ]),
     ];
-    for p in 0..PRIORITIES {
+    for p in 0..levels {
         let class = class_id(p);
         let htb_prio = (PRIORITIES - 1 - p).to_string();
         let handle = format!("1{p}:");
@@ -117,10 +118,13 @@ pub fn switch_port_commands(spec: &TestbedSpec, port: usize) -> Vec<Vec<String>>
             "qdisc", "add", "dev", &dev, "parent", &class, "handle", &handle, "bfifo", "limit",
             &limit,
         ]));
-        cmds.push(args(&[
-            "filter", "add", "dev", &dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-            "match", "ip", "tos", &tos, "0xe0", "flowid", &class,
-        ]));
+        // One FIFO: everything takes the default class, whatever its TOS.
+        if levels > 1 {
+            cmds.push(args(&[
+                "filter", "add", "dev", &dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                "match", "ip", "tos", &tos, "0xe0", "flowid", &class,
+            ]));
+        }
     }
     cmds
 }
@@ -322,12 +326,18 @@ pub fn parse_class_text(text: &str) -> Result<Vec<HtbClassStats>> {
 }
 
 /// Combines the class text and qdisc JSON of switch port `port` into one
-/// [`ClassStats`] per priority. Counters, drops and backlog come from the
-/// bfifo under each class (drops happen there); overlimits from the class.
-pub fn port_stats_from(port: usize, class_text: &str, qdisc_json: &str) -> Result<Vec<ClassStats>> {
+/// [`ClassStats`] per priority queue (`levels` of them: 8, or 1 for a
+/// FIFO port). Counters, drops and backlog come from the bfifo under each
+/// class (drops happen there); overlimits from the class.
+pub fn port_stats_from(
+    port: usize,
+    levels: u8,
+    class_text: &str,
+    qdisc_json: &str,
+) -> Result<Vec<ClassStats>> {
     let classes = parse_class_text(class_text)?;
     let qdiscs = parse_qdisc_json(qdisc_json)?;
-    (0..PRIORITIES)
+    (0..levels)
         .map(|p| {
             let id = class_id(p);
             let leaf = qdiscs
@@ -395,7 +405,12 @@ pub fn switch_port_stats(spec: &TestbedSpec) -> Result<Vec<ClassStats>> {
         let dev = format!("p{port}");
         let classes = tc_output(&sw, &["-s", "class", "show", "dev", &dev])?;
         let qdiscs = port_qdisc_json(spec, port)?;
-        all.extend(port_stats_from(port, &classes, &qdiscs)?);
+        all.extend(port_stats_from(
+            port,
+            spec.switch_levels,
+            &classes,
+            &qdiscs,
+        )?);
     }
     Ok(all)
 }
@@ -451,7 +466,7 @@ impl BacklogSampler {
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = thread::spawn(move || {
             let mut max: BTreeMap<(usize, u8), u64> = (0..spec.hosts)
-                .flat_map(|port| (0..PRIORITIES).map(move |p| ((port, p), 0)))
+                .flat_map(|port| (0..spec.switch_levels).map(move |p| ((port, p), 0)))
                 .collect();
             let mut warned = false;
             loop {
@@ -492,7 +507,7 @@ impl BacklogSampler {
 fn sample_backlogs(spec: &TestbedSpec, max: &mut BTreeMap<(usize, u8), u64>) -> Result<()> {
     for port in 0..spec.hosts {
         let qdiscs = parse_qdisc_json(&port_qdisc_json(spec, port)?)?;
-        for p in 0..PRIORITIES {
+        for p in 0..spec.switch_levels {
             let id = class_id(p);
             let Some(leaf) = qdiscs
                 .iter()
@@ -615,6 +630,22 @@ class htb 1:16 parent 1:1 leaf 16: prio 1 rate 8bit ceil 100Mbit burst 1b cburst
     }
 
     #[test]
+    fn a_fifo_port_has_one_queue_and_no_filters() {
+        let spec = TestbedSpec {
+            switch_levels: 1,
+            ..TestbedSpec::default()
+        };
+        let cmds = switch_port_commands(&spec, 0);
+        assert_eq!(cmds.len(), 2 + 2);
+        assert!(cmds.iter().all(|c| c[0] != "filter"));
+        // Everything lands in the default class, which has the one bfifo.
+        assert!(cmds[0].join(" ").ends_with("htb default 10"));
+        assert!(cmds
+            .iter()
+            .any(|c| c[0] == "qdisc" && c.join(" ").contains("parent 1:10 handle 10: bfifo")));
+    }
+
+    #[test]
     fn parses_captured_class_text() {
         let classes = parse_class_text(CLASS_TEXT).expect("parse");
         assert_eq!(classes.len(), 9);
@@ -646,7 +677,7 @@ class htb 1:16 parent 1:1 leaf 16: prio 1 rate 8bit ceil 100Mbit burst 1b cburst
 
     #[test]
     fn combines_port_stats_from_bfifo_and_class() {
-        let stats = port_stats_from(1, CLASS_TEXT, QDISC_JSON).expect("stats");
+        let stats = port_stats_from(1, PRIORITIES, CLASS_TEXT, QDISC_JSON).expect("stats");
         assert_eq!(stats.len(), 8);
         assert!(stats.iter().all(|c| c.port == 1));
         assert_eq!(
@@ -700,7 +731,7 @@ class htb 1:16 parent 1:1 leaf 16: prio 1 rate 8bit ceil 100Mbit burst 1b cburst
         assert!(parse_qdisc_json("[]").expect("empty list").is_empty());
         // A port without the priority queues, e.g. the default qdisc.
         let bare = r#"[{"kind":"noqueue","handle":"0:","root":true,"refcnt":2,"options":{},"bytes":0,"packets":0,"drops":0,"overlimits":0,"requeues":0,"backlog":0,"qlen":0}]"#;
-        assert!(port_stats_from(0, "", bare).is_err());
+        assert!(port_stats_from(0, PRIORITIES, "", bare).is_err());
         assert!(nic_stats_from(0, bare).is_err());
         assert!(
             parse_class_text(" Sent 1 bytes 1 pkt (dropped 0, overlimits 0 requeues 0)").is_err()
@@ -710,7 +741,7 @@ class htb 1:16 parent 1:1 leaf 16: prio 1 rate 8bit ceil 100Mbit burst 1b cburst
 
     #[test]
     fn delta_subtracts_counters_and_keeps_the_backlog() {
-        let before = port_stats_from(1, CLASS_TEXT, QDISC_JSON).expect("stats");
+        let before = port_stats_from(1, PRIORITIES, CLASS_TEXT, QDISC_JSON).expect("stats");
         let mut after = before.clone();
         after[0].bytes += 9014;
         after[0].packets += 1;
