@@ -657,24 +657,47 @@ impl RunCtx<'_> {
     }
 
     fn spawn(&self, host: usize, args: &ClusterArgs, tag: &str) -> Result<Node> {
-        let log_path = self.work.join(format!("{tag}-h{host}.log"));
-        let log = fs::File::create(&log_path)?;
-        let mut argv = vec!["node".to_string()];
-        argv.extend(args.to_args());
-        let mut cmd = netns::command_in(&self.spec.host_ns(host), self.exe.as_os_str(), &argv);
-        cmd.stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start the node on host {host}"))?;
-        cleanup::register_child(child.id());
-        Ok(Node {
-            child,
+        spawn_node(
+            self.spec,
+            self.work,
+            self.exe,
             host,
-            log: log_path,
-        })
+            "node",
+            args.to_args(),
+            tag,
+        )
     }
+}
+
+/// Starts `exe SUBCOMMAND ARGS` in host `host`'s namespace of `spec`, its
+/// output (without panic backtraces) going to `work/TAG-hHOST.log`.
+pub(crate) fn spawn_node(
+    spec: &TestbedSpec,
+    work: &Path,
+    exe: &Path,
+    host: usize,
+    subcommand: &str,
+    args: Vec<String>,
+    tag: &str,
+) -> Result<Node> {
+    let log_path = work.join(format!("{tag}-h{host}.log"));
+    let log = fs::File::create(&log_path)?;
+    let mut argv = vec![subcommand.to_string()];
+    argv.extend(args);
+    let mut cmd = netns::command_in(&spec.host_ns(host), exe.as_os_str(), &argv);
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .env("RUST_BACKTRACE", "0");
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start the node on host {host}"))?;
+    cleanup::register_child(child.id());
+    Ok(Node {
+        child,
+        host,
+        log: log_path,
+    })
 }
 
 /// A node process and where its output goes.

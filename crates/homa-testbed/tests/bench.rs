@@ -9,27 +9,8 @@ use std::time::{Duration, Instant};
 
 use homa_testbed::netns;
 
-fn tool_works(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-/// Why this test cannot run here, if it cannot.
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    ["ip", "tc", "bridge"]
-        .into_iter()
-        .find(|t| !tool_works(t))
-        .map(|t| format!("`{t}` is missing"))
-}
+mod common;
+use common::{skip_reason, Guard};
 
 /// A prefix and an output directory unique to this test and process.
 fn unique(tag: &str) -> (String, PathBuf) {
@@ -37,15 +18,6 @@ fn unique(tag: &str) -> (String, PathBuf) {
     let out = std::env::temp_dir().join(format!("homa-testbed-test-{prefix}"));
     let _ = std::fs::remove_dir_all(&out);
     (prefix, out)
-}
-
-/// Removes the testbed when the test ends, however it ends.
-struct Guard(String);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = netns::down(&self.0);
-    }
 }
 
 /// The `testbed bench` command for a small run.

@@ -5,40 +5,12 @@
 //! without them the root test says why and passes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use homa_testbed::netns;
 
-fn tool_works(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-/// Why this test cannot run here, if it cannot.
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    ["ip", "tc", "bridge"]
-        .into_iter()
-        .find(|t| !tool_works(t))
-        .map(|t| format!("`{t}` is missing"))
-}
-
-/// Removes the testbed when the test ends, however it ends.
-struct Guard(String);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = netns::down(&self.0);
-    }
-}
+mod common;
+use common::{skip_reason, Guard};
 
 fn testbed(args: &[&str], out: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_testbed"))

@@ -182,24 +182,8 @@ impl Ctx<'_> {
     }
 
     fn spawn(&self, host: usize, args: &NodeArgs, tag: &str) -> Result<Node> {
-        let log_path = self.work.join(format!("{tag}-h{host}.log"));
-        let log = fs::File::create(&log_path)?;
-        let mut argv = vec!["sird-node".to_string()];
-        argv.extend(args.to_args());
-        let mut cmd = netns::command_in(&self.spec.host_ns(host), self.exe.as_os_str(), &argv);
-        cmd.stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .env("RUST_BACKTRACE", "0");
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start the node on host {host}"))?;
-        cleanup::register_child(child.id());
-        Ok(Node {
-            child,
-            host,
-            log: log_path,
-        })
+        let (spec, work, exe) = (self.spec, self.work, self.exe);
+        bench::spawn_node(spec, work, exe, host, "sird-node", args.to_args(), tag)
     }
 
     pub(super) fn incast(
@@ -509,5 +493,32 @@ impl CpuWindow {
 
     fn finish(self) -> f64 {
         self.0.join().ok().flatten().unwrap_or(f64::NAN)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_matches_follows_the_variants() {
+        // The check of what the endpoints report agrees with the variants'
+        // configurations.
+        let o = |design: &str, pace: bool, sthr: u32| NodeOutcome {
+            design: design.into(),
+            pace_credit: pace,
+            sender_threshold: sthr,
+            ..Default::default()
+        };
+        assert!(config_matches(
+            Variant::SirdSthrInf,
+            &o("sird", true, u32::MAX)
+        ));
+        assert!(!config_matches(
+            Variant::SirdSthrHalf,
+            &o("sird", true, u32::MAX)
+        ));
+        assert!(!config_matches(Variant::SirdPaced, &o("homa", true, 5)));
+        assert!(config_matches(Variant::SirdUnpaced, &o("sird", false, 5)));
     }
 }

@@ -127,6 +127,15 @@ fn f1(x: f64) -> String {
     }
 }
 
+/// A markdown table whose first column (the variant) is aligned left and
+/// every other (numbers) right.
+fn variant_table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let align: Vec<Align> = std::iter::once(Align::Left)
+        .chain(std::iter::repeat_n(Align::Right, headers.len() - 1))
+        .collect();
+    markdown_table(headers, &align, rows)
+}
+
 /// `congested% / other%` of DATA packets with `csn` into receiver 1 (host
 /// 1), whose own sender is host `receivers + 1`.
 fn csn_cell(counts: &BTreeMap<String, FlagCounts>, receivers: usize) -> String {
@@ -168,6 +177,18 @@ pub fn markdown(
     s
 }
 
+/// The `title` of an experiment's section, its command line, whether it is
+/// partial and its link settings.
+fn section_head(title: &str, r: &ExperimentResult) -> String {
+    let mut s = format!("{title}\n\n");
+    s.push_str(&format!("Command: `{}`\n\n", r.command));
+    if !r.complete {
+        s.push_str("**Partial: not every planned run finished.**\n\n");
+    }
+    s.push_str(&link_md(r));
+    s
+}
+
 fn link_md(r: &ExperimentResult) -> String {
     let l = &r.link;
     format!(
@@ -201,12 +222,7 @@ fn link_md(r: &ExperimentResult) -> String {
 }
 
 fn incast_md(r: &ExperimentResult, name: &str) -> String {
-    let mut s = String::from("## 6-to-1 incast: probe round trips\n\n");
-    s.push_str(&format!("Command: `{}`\n\n", r.command));
-    if !r.complete {
-        s.push_str("**Partial: not every planned run finished.**\n\n");
-    }
-    s.push_str(&link_md(r));
+    let mut s = section_head("## 6-to-1 incast: probe round trips", r);
     let l = &r.link;
     let rows: Vec<Vec<String>> = r
         .incast
@@ -239,7 +255,7 @@ fn incast_md(r: &ExperimentResult, name: &str) -> String {
             ]
         })
         .collect();
-    s.push_str(&markdown_table(
+    s.push_str(&variant_table(
         &[
             "variant",
             "run",
@@ -254,21 +270,6 @@ fn incast_md(r: &ExperimentResult, name: &str) -> String {
             "drops",
             "probes",
             "CPU cores: machine / ours",
-        ],
-        &[
-            Align::Left,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
         ],
         &rows,
     ));
@@ -287,12 +288,7 @@ fn incast_md(r: &ExperimentResult, name: &str) -> String {
 }
 
 fn congested_md(r: &ExperimentResult) -> String {
-    let mut s = String::from("## Congested sender\n\n");
-    s.push_str(&format!("Command: `{}`\n\n", r.command));
-    if !r.complete {
-        s.push_str("**Partial: not every planned run finished.**\n\n");
-    }
-    s.push_str(&link_md(r));
+    let mut s = section_head("## Congested sender", r);
     let l = &r.link;
     let rows: Vec<Vec<String>> = r
         .congested
@@ -322,7 +318,7 @@ fn congested_md(r: &ExperimentResult) -> String {
             ]
         })
         .collect();
-    s.push_str(&markdown_table(
+    s.push_str(&variant_table(
         &[
             "variant",
             "run",
@@ -335,19 +331,6 @@ fn congested_md(r: &ExperimentResult) -> String {
             "drops",
             "csn into receiver 1: congested / other",
             "CPU cores: machine / ours",
-        ],
-        &[
-            Align::Left,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
         ],
         &rows,
     ));
