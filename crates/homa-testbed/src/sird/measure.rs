@@ -186,6 +186,28 @@ impl Ctx<'_> {
         bench::spawn_node(spec, work, exe, host, "sird-node", args.to_args(), tag)
     }
 
+    /// Runs `roles` for the measured window (`--seconds` after
+    /// `--warmup`), with what the switch ports counted meanwhile.
+    fn measured(
+        &self,
+        tag: &str,
+        roles: &[Role],
+        config: &Path,
+        taps: Taps<'_>,
+    ) -> Result<(Phase, Vec<tc::ClassStats>)> {
+        let before = tc::switch_port_stats(self.spec)?;
+        let phase = self.phase(
+            tag,
+            roles,
+            config,
+            self.args.warmup,
+            self.args.seconds,
+            taps,
+        )?;
+        let after = tc::switch_port_stats(self.spec)?;
+        Ok((phase, tc::delta(&before, &after)))
+    }
+
     pub(super) fn incast(
         &self,
         variant: Variant,
@@ -213,19 +235,15 @@ impl Ctx<'_> {
         )?;
         let mut idle_rtts = probe_rtts(&idle);
         let unloaded = quantiles(&mut idle_rtts);
-        let before = tc::switch_port_stats(self.spec)?;
-        let loaded_phase = self.phase(
+        let (loaded_phase, ports) = self.measured(
             &tag,
             &plan,
             config,
-            a.warmup,
-            a.seconds,
             Taps {
                 queues: &[receiver],
                 sniff: None,
             },
         )?;
-        let after = tc::switch_port_stats(self.spec)?;
         let mut rtts = probe_rtts(&loaded_phase);
         let loaded = quantiles(&mut rtts);
         if loaded.count == 0 {
@@ -250,7 +268,7 @@ impl Ctx<'_> {
             .unwrap_or_default();
         let mut samples = watched.backlog.clone();
         let mut queue = QueueStats::from_samples(&mut samples);
-        let port = tc::delta(&before, &after)
+        let port = ports
             .into_iter()
             .filter(|c| c.port == receiver)
             .fold((0, 0), |(d, b), c| (d + c.drops, b + c.bytes));
@@ -295,19 +313,15 @@ impl Ctx<'_> {
         let plan = congested_plan(a.receivers, a.size, a.other_size);
         let tag = format!("congested-{}-{repeat}", variant.name());
         let receivers: Vec<usize> = (1..=a.receivers).collect();
-        let before = tc::switch_port_stats(self.spec)?;
-        let phase = self.phase(
+        let (phase, ports) = self.measured(
             &tag,
             &plan,
             config,
-            a.warmup,
-            a.seconds,
             Taps {
                 queues: &receivers,
                 sniff: Some(1),
             },
         )?;
-        let after = tc::switch_port_stats(self.spec)?;
         let congested_ip = self.spec.host_ip(0).to_string();
         let (mut total, mut from_c, mut from_o) = (Vec::new(), Vec::new(), Vec::new());
         for &r in &receivers {
@@ -318,7 +332,6 @@ impl Ctx<'_> {
             from_c.push(goodput_mbps(get(&congested_ip), o.window_s));
             from_o.push(goodput_mbps(get(&other_ip), o.window_s));
         }
-        let ports = tc::delta(&before, &after);
         let drops = ports
             .iter()
             .filter(|c| receivers.contains(&c.port))
