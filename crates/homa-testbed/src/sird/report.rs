@@ -251,7 +251,7 @@ fn incast_md(r: &ExperimentResult, name: &str) -> String {
                 ),
                 x.queue.drops.to_string(),
                 format!("{}", x.loaded.count),
-                format!("{:.2} / {:.2}", x.cpu_cores, x.node_cores),
+                cores_cell(x.cpu_cores, x.node_cores),
             ]
         })
         .collect();
@@ -314,7 +314,7 @@ fn congested_md(r: &ExperimentResult) -> String {
                 f1(x.max_backlog_bytes as f64 / 1e3),
                 x.drops.to_string(),
                 csn_cell(&x.csn_into_first_receiver, n as usize),
-                format!("{:.2} / {:.2}", x.cpu_cores, x.node_cores),
+                cores_cell(x.cpu_cores, x.node_cores),
             ]
         })
         .collect();
@@ -349,6 +349,18 @@ fn congested_md(r: &ExperimentResult) -> String {
          processes used.\n\n",
     );
     s
+}
+
+/// "machine / ours" CPU cores, "n/a" for a share that was not measured.
+fn cores_cell(machine: f64, ours: f64) -> String {
+    let f = |x: f64| {
+        if x.is_finite() {
+            format!("{x:.2}")
+        } else {
+            "n/a".to_string()
+        }
+    };
+    format!("{} / {}", f(machine), f(ours))
 }
 
 #[cfg(test)]

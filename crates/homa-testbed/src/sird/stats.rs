@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use homa_measure::quantile::nearest_rank;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::Variant;
 use crate::bench;
@@ -207,10 +207,12 @@ pub struct IncastRun {
     #[serde(default)]
     pub link_mbps: f64,
     /// Busy cores of the machine over the window.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub cpu_cores: f64,
     /// Cores the experiment's own processes used, on average over their
     /// life (the rest of `cpu_cores` is other work on the machine).
     #[serde(default)]
+    #[serde(deserialize_with = "f64_or_nan")]
     pub node_cores: f64,
     /// Every endpoint's design, as it reported it.
     pub designs: Vec<String>,
@@ -240,9 +242,11 @@ pub struct CongestedRun {
     /// Largest switch backlog towards a receiver (bytes, sampled).
     pub max_backlog_bytes: u64,
     /// Busy cores of the machine over the window.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub cpu_cores: f64,
     /// Cores the experiment's own processes used (see [`IncastRun`]).
     #[serde(default)]
+    #[serde(deserialize_with = "f64_or_nan")]
     pub node_cores: f64,
     /// Link throughput into each receiver from the switch counters
     /// (Mbit/s of frames, headers included).
@@ -345,6 +349,13 @@ pub(super) fn read_result(path: &Path) -> Result<Option<ExperimentResult>> {
     }
 }
 
+/// Reads a number that may have been written as `null`: JSON has no NaN,
+/// and serde_json writes a NaN (a CPU share that could not be measured)
+/// as `null`.
+fn f64_or_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,5 +405,26 @@ mod tests {
         assert_eq!(l.unsched_threshold, 20_528);
         assert!((l.frame_us - 180.28).abs() < 1e-9);
         assert!(l.max_goodput_mbps < 400.0 && l.max_goodput_mbps > 390.0);
+    }
+
+    #[derive(Serialize, Deserialize)]
+    struct Cores {
+        #[serde(deserialize_with = "f64_or_nan")]
+        cpu_cores: f64,
+    }
+
+    /// A CPU share that could not be measured survives the JSON round trip
+    /// (it used to make a finished experiment unreadable).
+    #[test]
+    fn unmeasured_cpu_share_round_trips() {
+        let text = serde_json::to_string(&Cores {
+            cpu_cores: f64::NAN,
+        })
+        .unwrap();
+        assert_eq!(text, r#"{"cpu_cores":null}"#);
+        let back: Cores = serde_json::from_str(&text).unwrap();
+        assert!(back.cpu_cores.is_nan());
+        let back: Cores = serde_json::from_str(r#"{"cpu_cores":1.5}"#).unwrap();
+        assert_eq!(back.cpu_cores, 1.5);
     }
 }
