@@ -1128,14 +1128,21 @@ fn acks_ride_on_the_next_request_to_the_same_server() {
     assert_eq!(net.eps[1].metrics().acks_received, 1);
 }
 
-#[test]
-fn lost_ack_is_recovered_with_need_ack() {
-    let config = Config::default();
+/// Two endpoints after one 10-byte RPC from 0 to 1 has finished: the
+/// client owes the server its ack.
+fn one_finished_rpc(config: &Config) -> Net {
     let mut net = Net::new(2, config.clone());
     net.eps[0].send_request(0, addr(1), payload(10, 0)).unwrap();
     net.pump();
     net.serve(1, |_| Bytes::new());
     net.pump();
+    net
+}
+
+#[test]
+fn lost_ack_is_recovered_with_need_ack() {
+    let config = Config::default();
+    let mut net = one_finished_rpc(&config);
     let mut seen = vec![];
     // Lose every ACK the client flushes on its own.
     let mut need_ack_seen = false;
@@ -1216,11 +1223,7 @@ fn ack_flush_deadlines_follow_the_rpc_not_the_tick() {
 #[test]
 fn owed_acks_wait_for_need_ack() {
     let config = Config::default();
-    let mut net = Net::new(2, config.clone());
-    net.eps[0].send_request(0, addr(1), payload(10, 0)).unwrap();
-    net.pump();
-    net.serve(1, |_| Bytes::new());
-    net.pump();
+    let mut net = one_finished_rpc(&config);
     let mut order = vec![];
     for _ in 0..config.need_ack_ticks + 3 {
         net.tick();
@@ -1234,11 +1237,7 @@ fn owed_acks_wait_for_need_ack() {
     );
     assert!(net.eps[1].is_idle());
     // With NEED_ACKs lost, the client flushes on its own, later.
-    let mut net = Net::new(2, config.clone());
-    net.eps[0].send_request(0, addr(1), payload(10, 0)).unwrap();
-    net.pump();
-    net.serve(1, |_| Bytes::new());
-    net.pump();
+    let mut net = one_finished_rpc(&config);
     let mut ticks_to_ack = None;
     for t in 1..=config.need_ack_ticks + 4 {
         net.tick();
