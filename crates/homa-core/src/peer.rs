@@ -7,7 +7,7 @@
 //! full, then forgotten oldest first. Per-peer state is where per-peer
 //! parameters (RTT, windows, link rate) live when a policy needs them.
 
-use crate::keyed::KeyedMap;
+use crate::keyed::{AddrKey, KeyedMap};
 use crate::Nanos;
 use homa_wire::{CUTOFF_UNLIMITED, MAX_PRIORITIES};
 use std::collections::{BTreeSet, VecDeque};
@@ -127,7 +127,7 @@ pub struct PeersFull;
 /// All peers, at most `max` of them.
 #[derive(Debug)]
 pub struct PeerTable {
-    map: KeyedMap<SocketAddr, Peer>,
+    map: KeyedMap<AddrKey, Peer>,
     idle: BTreeSet<(Nanos, SocketAddr)>,
     max: usize,
     num_priorities: u8,
@@ -146,37 +146,36 @@ impl PeerTable {
 
     /// The peer at `addr`, if known.
     pub fn get(&self, addr: &SocketAddr) -> Option<&Peer> {
-        self.map.get(addr)
+        self.map.get(&AddrKey(*addr))
     }
 
     /// Mutable [`PeerTable::get`].
     pub fn get_mut(&mut self, addr: &SocketAddr) -> Option<&mut Peer> {
-        self.map.get_mut(addr)
+        self.map.get_mut(&AddrKey(*addr))
     }
 
     /// The peer at `addr`, created if needed; when the table is full the
     /// longest-idle peer is forgotten to make room.
     pub fn get_or_create(&mut self, addr: SocketAddr) -> Result<&mut Peer, PeersFull> {
-        if !self.map.contains_key(&addr) {
-            if self.map.len() >= self.max {
-                let Some((_, old)) = self.idle.pop_first() else {
-                    return Err(PeersFull);
-                };
-                self.map.remove(&old);
-            }
-            self.map.insert(addr, Peer::new(self.num_priorities));
+        let key = AddrKey(addr);
+        if self.map.len() >= self.max && !self.map.contains_key(&key) {
+            let Some((_, old)) = self.idle.pop_first() else {
+                return Err(PeersFull);
+            };
+            self.map.remove(&AddrKey(old));
         }
-        Ok(self.map.get_mut(&addr).expect("present"))
+        let n = self.num_priorities;
+        Ok(self.map.entry(key).or_insert_with(|| Peer::new(n)))
     }
 
     /// Files the peer as idle or busy after its RPCs or acks changed.
     pub fn refresh(&mut self, addr: SocketAddr, now: Nanos) {
-        let Some(p) = self.map.get_mut(&addr) else {
+        let Some(p) = self.map.get_mut(&AddrKey(addr)) else {
             return;
         };
         match (p.is_idle(), p.idle_since) {
             (true, None) if !p.proven => {
-                self.map.remove(&addr);
+                self.map.remove(&AddrKey(addr));
             }
             (true, None) => {
                 p.idle_since = Some(now);
@@ -198,7 +197,7 @@ impl PeerTable {
                 break;
             }
             self.idle.pop_first();
-            self.map.remove(&addr);
+            self.map.remove(&AddrKey(addr));
             n += 1;
         }
         n

@@ -4,7 +4,7 @@
 //! grants), which grants at most one message per peer and so must find each
 //! peer's best message without walking the others.
 
-use crate::keyed::KeyedMap;
+use crate::keyed::{AddrKey, KeyedMap};
 use crate::RpcId;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -73,7 +73,7 @@ impl SrptQueue {
 /// messages must not make every grant decision walk them).
 #[derive(Debug, Default)]
 pub struct PeerSrptQueue {
-    by_peer: KeyedMap<SocketAddr, BTreeSet<(u32, u64, RpcId)>>,
+    by_peer: KeyedMap<AddrKey, BTreeSet<(u32, u64, RpcId)>>,
     heads: BTreeSet<(u32, u64, RpcId)>,
     by_age: BTreeSet<(u64, RpcId)>,
 }
@@ -89,7 +89,7 @@ impl PeerSrptQueue {
         }
         if let Some((left, seq)) = new {
             let entry = (left, seq, id);
-            let set = self.by_peer.entry(id.peer).or_default();
+            let set = self.by_peer.entry(AddrKey(id.peer)).or_default();
             let head = set.first().copied();
             set.insert(entry);
             if head.is_none_or(|h| entry < h) {
@@ -106,7 +106,7 @@ impl PeerSrptQueue {
     pub fn remove(&mut self, id: RpcId, (left, seq): Key) {
         let entry = (left, seq, id);
         self.by_age.remove(&(seq, id));
-        let Some(set) = self.by_peer.get_mut(&id.peer) else {
+        let Some(set) = self.by_peer.get_mut(&AddrKey(id.peer)) else {
             return;
         };
         if !set.remove(&entry) {
@@ -118,7 +118,7 @@ impl PeerSrptQueue {
             }
         }
         if set.is_empty() {
-            self.by_peer.remove(&id.peer);
+            self.by_peer.remove(&AddrKey(id.peer));
         }
     }
 
@@ -135,7 +135,7 @@ impl PeerSrptQueue {
     /// `peer`'s best RPC, if it has any.
     pub fn best_of(&self, peer: SocketAddr) -> Option<RpcId> {
         self.by_peer
-            .get(&peer)
+            .get(&AddrKey(peer))
             .and_then(|s| s.first())
             .map(|&(_, _, id)| id)
     }

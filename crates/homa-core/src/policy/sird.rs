@@ -20,7 +20,7 @@ use super::{
     DataSignal, GrantContext, GrantDecision, GrantKind, InView, OutView, ReceiverPolicy,
     SenderPolicy,
 };
-use crate::keyed::{KeyedMap, KeyedSet};
+use crate::keyed::{AddrKey, KeyedMap, KeyedSet};
 use crate::pacer::Pacer;
 use crate::srpt::{Key, PeerSrptQueue};
 use crate::{Config, Nanos, RpcId};
@@ -85,7 +85,7 @@ pub struct SirdReceiver {
     aimd: AimdParams,
     queue: PeerSrptQueue,
     messages: KeyedMap<RpcId, Msg>,
-    senders: KeyedMap<SocketAddr, Sender>,
+    senders: KeyedMap<AddrKey, Sender>,
     /// Credit outstanding over all senders (b).
     credit: u64,
     pacer: Option<Pacer>,
@@ -131,12 +131,12 @@ impl SirdReceiver {
 
     /// The bucket of `peer` now (min of its two loops), if it is known.
     pub fn sender_bucket(&self, peer: SocketAddr) -> Option<u64> {
-        self.senders.get(&peer).map(Sender::bucket)
+        self.senders.get(&AddrKey(peer)).map(Sender::bucket)
     }
 
     /// Credit outstanding to `peer`, if it is known.
     pub fn sender_credit(&self, peer: SocketAddr) -> Option<u64> {
-        self.senders.get(&peer).map(|s| s.credit)
+        self.senders.get(&AddrKey(peer)).map(|s| s.credit)
     }
 
     /// IP bytes of a packet carrying `payload` bytes (for pacing).
@@ -146,7 +146,7 @@ impl SirdReceiver {
 
     fn sender_mut(&mut self, peer: SocketAddr) -> &mut Sender {
         let p = self.aimd;
-        self.senders.entry(peer).or_insert_with(|| Sender {
+        self.senders.entry(AddrKey(peer)).or_insert_with(|| Sender {
             credit: 0,
             sender_bkt: Aimd::new(&p),
             net_bkt: Aimd::new(&p),
@@ -206,19 +206,19 @@ impl ReceiverPolicy for SirdReceiver {
             self.queue.remove(id, old.key);
         }
         self.account(id.peer, old.credit_out(), 0);
-        if let Some(s) = self.senders.get_mut(&id.peer) {
+        if let Some(s) = self.senders.get_mut(&AddrKey(id.peer)) {
             s.messages -= 1;
             if s.messages == 0 {
                 // (A sender's loops live while it has messages here; one
                 // that comes back starts at the ceiling again.)
-                self.senders.remove(&id.peer);
+                self.senders.remove(&AddrKey(id.peer));
             }
         }
     }
 
     fn on_data(&mut self, _now: Nanos, signal: &DataSignal) {
         let p = self.aimd;
-        if let Some(s) = self.senders.get_mut(&signal.id.peer) {
+        if let Some(s) = self.senders.get_mut(&AddrKey(signal.id.peer)) {
             s.sender_bkt.on_bytes(&p, signal.bytes, signal.csn);
             s.net_bkt.on_bytes(&p, signal.bytes, signal.ce);
         }
@@ -240,7 +240,7 @@ impl ReceiverPolicy for SirdReceiver {
             let pick = self.queue.iter_heads().find(|id| {
                 let m = &self.messages[id];
                 let c = (m.view.length - m.view.granted).min(payload) as u64;
-                let s = &self.senders[&id.peer];
+                let s = &self.senders[&AddrKey(id.peer)];
                 self.credit + c <= b_max && s.credit + c <= s.bucket()
             });
             let Some(id) = pick else {
@@ -292,7 +292,7 @@ pub struct SirdSender {
     /// Receivers in round-robin order (peers without messages are dropped
     /// when their turn comes), and who is in it.
     rotation: VecDeque<SocketAddr>,
-    in_rotation: KeyedSet<SocketAddr>,
+    in_rotation: KeyedSet<AddrKey>,
     packets: u64,
     fair_packets: u64,
 }
@@ -325,7 +325,7 @@ impl SirdSender {
                 self.rotation.push_back(peer);
                 return Some(id);
             }
-            self.in_rotation.remove(&peer);
+            self.in_rotation.remove(&AddrKey(peer));
         }
         None
     }
@@ -349,7 +349,7 @@ impl SenderPolicy for SirdSender {
     fn update(&mut self, m: &OutView) {
         let key = (m.bytes_left, m.seq);
         let old = self.keys.insert(m.id, key);
-        if self.in_rotation.insert(m.id.peer) {
+        if self.in_rotation.insert(AddrKey(m.id.peer)) {
             self.rotation.push_back(m.id.peer);
         }
         self.queue.refile(m.id, old, Some(key));
