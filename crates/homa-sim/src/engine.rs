@@ -13,6 +13,13 @@ struct Entry<E> {
     event: E,
 }
 
+impl<E> Entry<E> {
+    /// Time, then sequence, as one number.
+    fn key(&self) -> u128 {
+        (self.time as u128) << 64 | self.seq as u128
+    }
+}
+
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, other: &Self) -> bool {
         self.time == other.time && self.seq == other.seq
@@ -63,8 +70,9 @@ struct Lane<E> {
 pub struct EventQueue<E> {
     heap: BinaryHeap<Entry<E>>,
     lanes: Vec<Lane<E>>,
-    /// Bit i set: lane i holds events.
-    nonempty: u32,
+    /// Lane i's first event as `time << 64 | seq`, or `u128::MAX` when the
+    /// lane is empty: `pop` scans this array, not the lanes.
+    heads: [u128; LANES],
     /// Recently heap-scheduled delays and how often each was seen.
     counters: [(Time, u32); COUNTERS],
     seq: u64,
@@ -78,7 +86,7 @@ impl<E> Default for EventQueue<E> {
         EventQueue {
             heap: BinaryHeap::with_capacity(1 << 12),
             lanes: Vec::with_capacity(LANES),
-            nonempty: 0,
+            heads: [u128::MAX; LANES],
             counters: [(Time::MAX, 0); COUNTERS],
             seq: 0,
             now: 0,
@@ -132,8 +140,10 @@ impl<E> EventQueue<E> {
         };
         let delay = time - self.now;
         if let Some(i) = self.lanes.iter().position(|l| l.delay == delay) {
+            if self.heads[i] == u128::MAX {
+                self.heads[i] = entry.key();
+            }
             self.lanes[i].fifo.push_back(entry);
-            self.nonempty |= 1 << i;
             return;
         }
         if self.lanes.len() < LANES {
@@ -143,8 +153,8 @@ impl<E> EventQueue<E> {
                 if slot.1 >= PROMOTE_AFTER {
                     *slot = (Time::MAX, 0);
                     let mut fifo = VecDeque::with_capacity(64);
+                    self.heads[self.lanes.len()] = entry.key();
                     fifo.push_back(entry);
-                    self.nonempty |= 1 << self.lanes.len();
                     self.lanes.push(Lane { delay, fifo });
                     return;
                 }
@@ -161,17 +171,18 @@ impl<E> EventQueue<E> {
 
     /// Where the next event is: `None` for the heap, else its lane.
     fn next_source(&self) -> Option<(Time, Option<usize>)> {
-        let mut best = self.heap.peek().map(|e| (e.time, e.seq, None));
-        let mut bits = self.nonempty;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let head = self.lanes[i].fifo.front().expect("non-empty lane");
-            if best.is_none_or(|(t, s, _)| (head.time, head.seq) < (t, s)) {
-                best = Some((head.time, head.seq, Some(i)));
+        let (mut best, mut lane) = (u128::MAX, LANES);
+        for (i, &k) in self.heads.iter().enumerate() {
+            if k < best {
+                best = k;
+                lane = i;
             }
         }
-        best.map(|(t, _, src)| (t, src))
+        match self.heap.peek() {
+            Some(e) if e.key() < best => Some((e.time, None)),
+            _ if lane < LANES => Some(((best >> 64) as Time, Some(lane))),
+            _ => None,
+        }
     }
 
     /// Time of the next event, if any.
@@ -187,9 +198,7 @@ impl<E> EventQueue<E> {
             Some(i) => {
                 let lane = &mut self.lanes[i].fifo;
                 let e = lane.pop_front().expect("peeked");
-                if lane.is_empty() {
-                    self.nonempty &= !(1 << i);
-                }
+                self.heads[i] = lane.front().map_or(u128::MAX, Entry::key);
                 e
             }
         };

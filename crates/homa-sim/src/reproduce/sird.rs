@@ -3,7 +3,8 @@
 //! paper's network ([`super::sird_preset`]), written as a markdown report
 //! with the paper's numbers beside ours.
 //!
-//! Every run's result is cached in `DIR/runs/` as soon as it finishes
+//! Every run's result is cached in `DIR/runs/` (with the fingerprint of the
+//! build that ran it) as soon as it finishes
 //! (keyed by a hash of its scenario), so an interrupted reproduction
 //! resumes where it stopped; an existing report is only overwritten with
 //! `--force`.
@@ -107,6 +108,28 @@ pub struct Cached {
     pub report: RunReport,
     /// Peak resident set of the process after the run (KB), if known.
     pub peak_rss_kb: Option<u64>,
+    /// The `homa-sim` build that ran it ([`build_id`]); empty for runs
+    /// cached before builds were recorded.
+    #[serde(default)]
+    pub build: String,
+}
+
+/// A short fingerprint of the running `homa-sim` executable (a hash of its
+/// bytes), so a cached run says which build produced it: the cache is keyed
+/// by scenario, and a changed simulator may give different results.
+pub fn build_id() -> String {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        std::env::current_exe()
+            .and_then(std::fs::read)
+            .map(|bytes| {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                bytes.hash(&mut h);
+                format!("{:016x}", h.finish())
+            })
+            .unwrap_or_else(|_| "unknown".into())
+    })
+    .clone()
 }
 
 impl Cached {
@@ -260,7 +283,14 @@ pub fn run(out: &Path, o: &Options) -> Result<PathBuf> {
             .and_then(|t| serde_json::from_str(&t).ok());
         let entry = match cached {
             Some(e) => {
-                log(format!("[{}/{}] cached: {what}", i + 1, n));
+                let note = if e.build == build_id() {
+                    String::new()
+                } else if e.build.is_empty() {
+                    " (from an unrecorded build)".into()
+                } else {
+                    format!(" (from build {})", e.build)
+                };
+                log(format!("[{}/{}] cached{note}: {what}", i + 1, n));
                 e
             }
             None => {
@@ -288,6 +318,7 @@ pub fn run(out: &Path, o: &Options) -> Result<PathBuf> {
                     scenario: s,
                     report,
                     peak_rss_kb: peak_rss_kb(),
+                    build: build_id(),
                 };
                 let tmp = path.with_extension("tmp");
                 std::fs::write(&tmp, serde_json::to_string(&e)?)

@@ -100,6 +100,33 @@ pub(super) fn write_report(out: &Path, o: &Options, all: &[Cached], wall: f64) -
         wall,
         rss.map_or("unknown".into(), |k| format!("{:.0} MB", k as f64 / 1024.0))
     )?;
+    let mut builds: Vec<(String, usize)> = Vec::new();
+    for c in all {
+        let b = if c.build.is_empty() {
+            "unrecorded"
+        } else {
+            &c.build
+        };
+        match builds.iter_mut().find(|(x, _)| x == b) {
+            Some((_, n)) => *n += 1,
+            None => builds.push((b.to_string(), 1)),
+        }
+    }
+    let builds: Vec<String> = builds
+        .iter()
+        .map(|(b, n)| format!("`{b}` ({n} runs)"))
+        .collect();
+    writeln!(
+        md,
+        "Runs come from {} of `homa-sim` (fingerprints of the executables; delete \
+         `runs/` to rerun everything with one build): {}.\n",
+        if builds.len() == 1 {
+            "one build"
+        } else {
+            "several builds"
+        },
+        builds.join(", ")
+    )?;
     let len = o.length();
     writeln!(
         md,
