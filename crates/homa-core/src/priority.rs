@@ -150,6 +150,8 @@ pub struct SizeSampler {
     sizes: Vec<u32>,
     next: usize,
     capacity: usize,
+    /// Lengths recorded ever.
+    recorded: u64,
 }
 
 impl SizeSampler {
@@ -159,11 +161,13 @@ impl SizeSampler {
             sizes: Vec::new(),
             next: 0,
             capacity: capacity.max(1),
+            recorded: 0,
         }
     }
 
     /// Records one message length, replacing the oldest when full.
     pub fn record(&mut self, length: u32) {
+        self.recorded += 1;
         if self.sizes.len() < self.capacity {
             self.sizes.push(length);
         } else {
@@ -176,13 +180,17 @@ impl SizeSampler {
     pub fn sizes(&self) -> &[u32] {
         &self.sizes
     }
+
+    /// Lengths recorded since the sampler was made: an unchanged count
+    /// means unchanged [`SizeSampler::sizes`].
+    pub fn recorded(&self) -> u64 {
+        self.recorded
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const U: u32 = CUTOFF_UNLIMITED;
 
     #[test]
     fn linux_defaults_for_eight_levels() {

@@ -14,9 +14,10 @@ struct Entry<E> {
 }
 
 impl<E> Entry<E> {
-    /// Time, then sequence, as one number.
-    fn key(&self) -> u128 {
-        (self.time as u128) << 64 | self.seq as u128
+    /// Time, then sequence, as one number, with `lane` (< 16) in the low
+    /// bits.
+    fn lane_key(&self, lane: usize) -> u128 {
+        (self.time as u128) << 64 | (self.seq as u128) << 4 | lane as u128
     }
 }
 
@@ -44,6 +45,7 @@ impl<E> Ord for Entry<E> {
 
 /// Most delay lanes (see [`EventQueue`]).
 const LANES: usize = 16;
+const _: () = assert!(LANES <= 16, "lane indices take 4 bits of a key");
 /// Times a delay must be scheduled through the heap before it gets a lane.
 const PROMOTE_AFTER: u32 = 32;
 /// Slots of the table that counts heap-scheduled delays.
@@ -70,8 +72,10 @@ struct Lane<E> {
 pub struct EventQueue<E> {
     heap: BinaryHeap<Entry<E>>,
     lanes: Vec<Lane<E>>,
-    /// Lane i's first event as `time << 64 | seq`, or `u128::MAX` when the
-    /// lane is empty: `pop` scans this array, not the lanes.
+    /// Lane i's first event as `time << 64 | seq << 4 | i`, or `u128::MAX`
+    /// when the lane is empty: `pop` takes the minimum of this array
+    /// (branch-free), not of the lanes. Sequence numbers are distinct, so
+    /// the lane index in the low bits never changes the order.
     heads: [u128; LANES],
     /// Recently heap-scheduled delays and how often each was seen.
     counters: [(Time, u32); COUNTERS],
@@ -141,7 +145,7 @@ impl<E> EventQueue<E> {
         let delay = time - self.now;
         if let Some(i) = self.lanes.iter().position(|l| l.delay == delay) {
             if self.heads[i] == u128::MAX {
-                self.heads[i] = entry.key();
+                self.heads[i] = entry.lane_key(i);
             }
             self.lanes[i].fifo.push_back(entry);
             return;
@@ -153,7 +157,7 @@ impl<E> EventQueue<E> {
                 if slot.1 >= PROMOTE_AFTER {
                     *slot = (Time::MAX, 0);
                     let mut fifo = VecDeque::with_capacity(64);
-                    self.heads[self.lanes.len()] = entry.key();
+                    self.heads[self.lanes.len()] = entry.lane_key(self.lanes.len());
                     fifo.push_back(entry);
                     self.lanes.push(Lane { delay, fifo });
                     return;
@@ -171,16 +175,10 @@ impl<E> EventQueue<E> {
 
     /// Where the next event is: `None` for the heap, else its lane.
     fn next_source(&self) -> Option<(Time, Option<usize>)> {
-        let (mut best, mut lane) = (u128::MAX, LANES);
-        for (i, &k) in self.heads.iter().enumerate() {
-            if k < best {
-                best = k;
-                lane = i;
-            }
-        }
+        let best = self.heads.iter().fold(u128::MAX, |m, &k| m.min(k));
         match self.heap.peek() {
-            Some(e) if e.key() < best => Some((e.time, None)),
-            _ if lane < LANES => Some(((best >> 64) as Time, Some(lane))),
+            Some(e) if e.lane_key(0) < best => Some((e.time, None)),
+            _ if best != u128::MAX => Some(((best >> 64) as Time, Some((best & 15) as usize))),
             _ => None,
         }
     }
@@ -198,7 +196,7 @@ impl<E> EventQueue<E> {
             Some(i) => {
                 let lane = &mut self.lanes[i].fifo;
                 let e = lane.pop_front().expect("peeked");
-                self.heads[i] = lane.front().map_or(u128::MAX, Entry::key);
+                self.heads[i] = lane.front().map_or(u128::MAX, |e| e.lane_key(i));
                 e
             }
         };

@@ -20,6 +20,8 @@ pub(super) struct Receiver {
     plan: PriorityPlan,
     plan_version: u16,
     sampler: SizeSampler,
+    /// `sampler.recorded()` at the last cutoff recomputation.
+    sampled_at_update: u64,
     /// When the cutoffs are next recomputed, if a timer is filed.
     pub cutoffs_timer: Option<Nanos>,
     /// When the policy asked to decide again, if a timer is filed.
@@ -53,6 +55,7 @@ impl Receiver {
             plan: PriorityPlan::default_for(config.num_priorities),
             plan_version: 1,
             sampler: SizeSampler::new(config.cutoff_sample_size as usize),
+            sampled_at_update: 0,
             cutoffs_timer: None,
             policy_timer: None,
             outstanding: 0,
@@ -112,9 +115,14 @@ impl Receiver {
     /// Recomputes the cutoffs from the sizes seen (the measurement interval
     /// has passed). Returns true if they changed.
     pub fn update_cutoffs(&mut self, config: &Config) -> bool {
-        if self.sampler.sizes().len() < config.cutoff_min_samples as usize {
+        if self.sampler.sizes().len() < config.cutoff_min_samples as usize
+            || self.sampler.recorded() == self.sampled_at_update
+        {
+            // Too few sizes, or the same ones as last time (which gave
+            // either this plan or one too close to it to matter).
             return false;
         }
+        self.sampled_at_update = self.sampler.recorded();
         let new = PriorityPlan::from_sizes(
             self.sampler.sizes(),
             self.unsched_allowance,
