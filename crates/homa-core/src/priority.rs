@@ -192,6 +192,8 @@ impl SizeSampler {
 mod tests {
     use super::*;
 
+    const U: u32 = CUTOFF_UNLIMITED;
+
     #[test]
     fn linux_defaults_for_eight_levels() {
         let p = PriorityPlan::default_for(8);

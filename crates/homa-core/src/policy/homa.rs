@@ -56,9 +56,8 @@ impl ReceiverPolicy for HomaReceiver {
             return;
         }
         let key = (m.length - m.received, m.seq);
-        let old = self.messages.get(&m.id).map(|&(_, k)| k);
+        let old = self.messages.insert(m.id, (*m, key)).map(|(_, k)| k);
         self.queue.refile(m.id, old, Some(key));
-        self.messages.insert(m.id, (*m, key));
     }
 
     fn remove(&mut self, id: RpcId) {
@@ -101,10 +100,11 @@ impl ReceiverPolicy for HomaReceiver {
             });
         }
         // Our view must reflect the grants just decided before the FIFO
-        // share looks at it.
-        let mut given: KeyedMap<RpcId, u32> =
-            out[first..].iter().map(|g| (g.id, g.offset)).collect();
+        // share looks at it (built only when a FIFO grant is due).
+        let mut given: Option<KeyedMap<RpcId, u32>> = None;
         while let Some(bytes) = self.fifo.take_due() {
+            let given = given
+                .get_or_insert_with(|| out[first..].iter().map(|g| (g.id, g.offset)).collect());
             // Top the oldest message up to `bytes` beyond what has arrived;
             // never stack grants on a sender that has not used the last
             // ones, and skip a message whose sender still owes it that much
