@@ -71,6 +71,20 @@ impl PriorityPlan {
     /// `unsched_bytes` is how much of each message a sender sends
     /// unscheduled. Returns the default allocation for an empty sample.
     pub fn from_sizes(sizes: &[u32], unsched_bytes: u32, num_priorities: u8) -> PriorityPlan {
+        let mut sorted = sizes.to_vec();
+        sorted.sort_unstable();
+        PriorityPlan::from_sorted_sizes(&sorted, unsched_bytes, num_priorities)
+    }
+
+    /// [`PriorityPlan::from_sizes`] for a sample already in ascending order
+    /// (see [`SizeSampler::sorted`]).
+    pub fn from_sorted_sizes(
+        sorted: &[u32],
+        unsched_bytes: u32,
+        num_priorities: u8,
+    ) -> PriorityPlan {
+        debug_assert!(sorted.windows(2).all(|w| w[0] <= w[1]));
+        let sizes = sorted;
         let p = num_priorities.clamp(1, MAX_PRIORITIES as u8);
         let total: u64 = sizes.iter().map(|&s| s as u64).sum();
         if p == 1 || total == 0 {
@@ -89,12 +103,10 @@ impl PriorityPlan {
         let sched_levels = p - unsched_levels;
         // Equal unscheduled bytes per level: walk the sizes in order and cut
         // where the running sum crosses each 1/n-th of the total.
-        let mut sorted = sizes.to_vec();
-        sorted.sort_unstable();
         let mut boundaries = Vec::with_capacity(unsched_levels as usize - 1);
         let mut acc = 0u64;
         let mut next = 1u64;
-        for &s in &sorted {
+        for &s in sorted {
             acc += unsched(s);
             while next < unsched_levels as u64
                 && acc * unsched_levels as u64 >= next * unsched_total
@@ -152,6 +164,11 @@ pub struct SizeSampler {
     capacity: usize,
     /// Lengths recorded ever.
     recorded: u64,
+    /// `sizes` in ascending order as of the last [`SizeSampler::sorted`],
+    /// and the lengths added to and dropped from `sizes` since.
+    sorted: Vec<u32>,
+    added: Vec<u32>,
+    dropped: Vec<u32>,
 }
 
 impl SizeSampler {
@@ -162,6 +179,9 @@ impl SizeSampler {
             next: 0,
             capacity: capacity.max(1),
             recorded: 0,
+            sorted: Vec::new(),
+            added: Vec::new(),
+            dropped: Vec::new(),
         }
     }
 
@@ -171,9 +191,46 @@ impl SizeSampler {
         if self.sizes.len() < self.capacity {
             self.sizes.push(length);
         } else {
+            self.dropped.push(self.sizes[self.next]);
             self.sizes[self.next] = length;
             self.next = (self.next + 1) % self.capacity;
         }
+        self.added.push(length);
+        if self.added.len() > self.capacity {
+            // Everything turned over since the last sort: start afresh.
+            self.added.clear();
+            self.dropped.clear();
+            self.sorted.clear();
+            self.added.extend_from_slice(&self.sizes);
+        }
+    }
+
+    /// The lengths remembered, in ascending order. Between two calls only
+    /// the lengths recorded in between are sorted and merged in, so a call
+    /// after `k` new lengths costs O(n + k log k), not O(n log n).
+    pub fn sorted(&mut self) -> &[u32] {
+        if !self.added.is_empty() {
+            self.added.sort_unstable();
+            self.dropped.sort_unstable();
+            let mut out = Vec::with_capacity(self.sizes.len());
+            let (mut a, mut d) = (self.added.iter().peekable(), self.dropped.iter().peekable());
+            for &v in &self.sorted {
+                // Skip one kept copy per dropped one (a multiset difference).
+                while d.next_if(|&&x| x < v).is_some() {}
+                if d.next_if(|&&x| x == v).is_some() {
+                    continue;
+                }
+                while let Some(&x) = a.next_if(|&&x| x <= v) {
+                    out.push(x);
+                }
+                out.push(v);
+            }
+            out.extend(a);
+            self.sorted = out;
+            self.added.clear();
+            self.dropped.clear();
+        }
+        &self.sorted
     }
 
     /// The lengths remembered.
@@ -193,6 +250,30 @@ mod tests {
     use super::*;
 
     const U: u32 = CUTOFF_UNLIMITED;
+
+    #[test]
+    fn sampler_keeps_a_sorted_copy_as_lengths_turn_over() {
+        let mut x = 0x2545_F491_u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 5_000) as u32
+        };
+        let mut s = SizeSampler::new(500);
+        // Batches of every size, some larger than the sampler, with
+        // repeated values (a multiset).
+        for batch in [0usize, 1, 7, 300, 499, 500, 501, 1200, 3, 64] {
+            for _ in 0..batch {
+                s.record(next());
+            }
+            let mut want = s.sizes().to_vec();
+            want.sort_unstable();
+            assert_eq!(s.sorted(), &want[..], "after a batch of {batch}");
+            let plan = PriorityPlan::from_sorted_sizes(s.sorted(), 1_000, 8);
+            assert_eq!(plan, PriorityPlan::from_sizes(&want, 1_000, 8));
+        }
+    }
 
     #[test]
     fn linux_defaults_for_eight_levels() {

@@ -23,13 +23,22 @@ impl SrptQueue {
     /// Moves `id` from `old` to `new` (either may be absent); returns `new`,
     /// which the caller stores as the RPC's current key.
     pub fn refile(&mut self, id: RpcId, old: Option<Key>, new: Option<Key>) -> Option<Key> {
-        if old != new {
-            if let Some(k) = old {
-                self.remove(id, k);
-            }
-            if let Some((left, seq)) = new {
+        match (old, new) {
+            _ if old == new => {}
+            (Some((old_left, seq)), Some((left, new_seq))) if seq == new_seq => {
+                // Only the bytes left changed (every packet): the age order
+                // stays as it is.
+                self.by_size.remove(&(old_left, seq, id));
                 self.by_size.insert((left, seq, id));
-                self.by_age.insert((seq, id));
+            }
+            _ => {
+                if let Some(k) = old {
+                    self.remove(id, k);
+                }
+                if let Some((left, seq)) = new {
+                    self.by_size.insert((left, seq, id));
+                    self.by_age.insert((seq, id));
+                }
             }
         }
         new
@@ -83,6 +92,31 @@ impl PeerSrptQueue {
     pub fn refile(&mut self, id: RpcId, old: Option<Key>, new: Option<Key>) {
         if old == new {
             return;
+        }
+        if let (Some(o), Some(n)) = (old, new) {
+            // Re-keying a filed RPC (every packet: its bytes left shrink):
+            // stay in the peer's set, touch the heads only if the peer's
+            // best changed and the age order only if the age did.
+            if let Some(set) = self.by_peer.get_mut(&AddrKey(id.peer)) {
+                let before = set.first().copied();
+                if set.remove(&(o.0, o.1, id)) {
+                    set.insert((n.0, n.1, id));
+                    let after = set.first().copied();
+                    if before != after {
+                        if let Some(h) = before {
+                            self.heads.remove(&h);
+                        }
+                        if let Some(h) = after {
+                            self.heads.insert(h);
+                        }
+                    }
+                    if o.1 != n.1 {
+                        self.by_age.remove(&(o.1, id));
+                        self.by_age.insert((n.1, id));
+                    }
+                    return;
+                }
+            }
         }
         if let Some(k) = old {
             self.remove(id, k);
@@ -204,5 +238,58 @@ mod tests {
         assert_eq!(q.shortest(), Some(b));
         q.refile(b, kb, None);
         assert!(q.is_empty());
+    }
+
+    proptest::proptest! {
+        /// Random filings, re-keyings (same age or a new one) and removals
+        /// leave both queues ordered exactly as a sorted model says: the
+        /// fast re-keying paths change nothing.
+        #[test]
+        fn queues_match_a_sorted_model(
+            ops in proptest::collection::vec((0u64..24, 0u32..6, 0u8..4, 0u64..5), 1..300),
+        ) {
+            let peers: Vec<SocketAddr> =
+                (1..=4).map(|p| format!("10.0.0.{p}:9").parse().unwrap()).collect();
+            let mut pq = PeerSrptQueue::default();
+            let mut sq = SrptQueue::default();
+            let mut model: std::collections::BTreeMap<RpcId, Key> = Default::default();
+            for (n, left, what, age) in ops {
+                let id = RpcId { id: n, peer: peers[(n % 4) as usize] };
+                let old = model.get(&id).copied();
+                let new = match what {
+                    0 => None,
+                    // Same age, new bytes left (the per-packet case).
+                    1 | 2 => Some((left, old.map_or(age, |k| k.1))),
+                    _ => Some((left, age)),
+                };
+                pq.refile(id, old, new);
+                sq.refile(id, old, new);
+                match new {
+                    Some(k) => model.insert(id, k),
+                    None => model.remove(&id),
+                };
+                let mut by_size: Vec<(u32, u64, RpcId)> =
+                    model.iter().map(|(&id, &(l, a))| (l, a, id)).collect();
+                by_size.sort();
+                let mut by_age: Vec<(u64, RpcId)> =
+                    model.iter().map(|(&id, &(_, a))| (a, id)).collect();
+                by_age.sort();
+                let mut heads: Vec<(u32, u64, RpcId)> = Vec::new();
+                for e in &by_size {
+                    if !heads.iter().any(|h| h.2.peer == e.2.peer) {
+                        heads.push(*e);
+                    }
+                }
+                let want_heads: Vec<RpcId> = heads.iter().map(|e| e.2).collect();
+                let want_age: Vec<RpcId> = by_age.iter().map(|e| e.1).collect();
+                let want_size: Vec<RpcId> = by_size.iter().map(|e| e.2).collect();
+                proptest::prop_assert_eq!(pq.iter_heads().collect::<Vec<_>>(), want_heads);
+                proptest::prop_assert_eq!(pq.iter_by_age().collect::<Vec<_>>(), want_age.clone());
+                proptest::prop_assert_eq!(sq.iter().collect::<Vec<_>>(), want_size);
+                proptest::prop_assert_eq!(sq.iter_by_age().collect::<Vec<_>>(), want_age);
+                proptest::prop_assert_eq!(pq.is_empty(), model.is_empty());
+            }
+            proptest::prop_assert_eq!(pq.by_peer.len(), model.keys().map(|i| i.peer).collect::<std::collections::BTreeSet<_>>().len());
+        }
     }
 }

@@ -123,8 +123,8 @@ impl Receiver {
             return false;
         }
         self.sampled_at_update = self.sampler.recorded();
-        let new = PriorityPlan::from_sizes(
-            self.sampler.sizes(),
+        let new = PriorityPlan::from_sorted_sizes(
+            self.sampler.sorted(),
             self.unsched_allowance,
             config.num_priorities,
         );
@@ -145,8 +145,8 @@ impl Receiver {
         if sizes.is_empty() {
             return false;
         }
-        let new = PriorityPlan::from_sizes(
-            self.sampler.sizes(),
+        let new = PriorityPlan::from_sorted_sizes(
+            self.sampler.sorted(),
             self.unsched_allowance,
             config.num_priorities,
         );
