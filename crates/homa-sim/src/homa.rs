@@ -17,7 +17,7 @@ use crate::transport::{
 use crate::{Time, PS_PER_NS};
 use bytes::Bytes;
 use homa_core::{Config, Design, Endpoint, Event, Link, Transmit};
-use homa_wire::{Body, Packet, PacketType};
+use homa_wire::PacketType;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -419,14 +419,9 @@ impl Transport for HomaHost {
     fn poll_transmit(&mut self, now: Time) -> Option<SimPacket<Transmit>> {
         let t = self.ep.poll_transmit(self.clock(now))?;
         let dst = host_of(t.dst.ip())?;
-        let (retransmit, flow) = match Packet::parse(&t.header) {
-            Ok(Packet {
-                common,
-                body: Body::Data { header, .. },
-            }) => (header.retransmit, common.sender_id),
-            Ok(p) => (false, p.common.sender_id),
-            Err(_) => (false, 0),
-        };
+        // (Read from the bytes: the core built them, a full parse is waste.)
+        let (flow, retransmit) =
+            homa_wire::CommonHeader::peek_id_and_retransmit(&t.header).unwrap_or((0, false));
         let payload_bytes = if t.packet_type == PacketType::Data {
             t.payload.len() as u32
         } else {

@@ -198,6 +198,20 @@ pub struct CommonHeader {
 }
 
 impl CommonHeader {
+    /// The sender's RPC id and, for a DATA packet, its retransmit flag,
+    /// read straight from the bytes of a packet this host built (for a
+    /// driver that needs only these; nothing is validated, and `None` means
+    /// `buf` is too short to hold them).
+    pub fn peek_id_and_retransmit(buf: &[u8]) -> Option<(u64, bool)> {
+        if buf.len() < COMMON_HEADER_LEN {
+            return None;
+        }
+        let retransmit = buf[OFF_TYPE] == PacketType::Data as u8
+            && buf.len() > OFF_RETRANSMIT
+            && buf[OFF_RETRANSMIT] != 0;
+        Some((be64(buf, OFF_SENDER_ID), retransmit))
+    }
+
     /// The common header of `buf` if it is a DATA packet long enough to
     /// hold a DATA header; nothing else is checked (for a receiver that
     /// must sort packets cheaply before parsing them, e.g. under a flood).
@@ -654,5 +668,47 @@ mod tests {
         }
         assert_eq!(PacketType::from_code(0x19), None);
         assert_eq!(PacketType::from_code(0x0f), None);
+    }
+
+    #[test]
+    fn peeked_id_and_retransmit_agree_with_a_parse() {
+        let common = CommonHeader {
+            sport: 1,
+            dport: 2,
+            sender_id: 0x0123_4567_89ab_cdef,
+        };
+        for retransmit in [false, true] {
+            let header = DataHeader {
+                message_length: 3_000,
+                retransmit,
+                ..DataHeader::default()
+            };
+            let mut v = Vec::new();
+            Packet::emit_data_header(&common, &header, &mut v);
+            assert_eq!(
+                CommonHeader::peek_id_and_retransmit(&v),
+                Some((common.sender_id, retransmit))
+            );
+            let p = Packet::parse(&v).unwrap();
+            let Body::Data { header: h, .. } = p.body else {
+                panic!()
+            };
+            assert_eq!(h.retransmit, retransmit);
+        }
+        // A GRANT has no retransmit flag, whatever its byte 48 holds.
+        let mut v = Vec::new();
+        Packet {
+            common,
+            body: Body::Grant {
+                offset: 5,
+                priority: 1,
+            },
+        }
+        .emit(&mut v);
+        assert_eq!(
+            CommonHeader::peek_id_and_retransmit(&v),
+            Some((common.sender_id, false))
+        );
+        assert_eq!(CommonHeader::peek_id_and_retransmit(&v[..10]), None);
     }
 }
