@@ -3,7 +3,6 @@
 
 use crate::message::Message;
 use bytes::Bytes;
-use std::collections::BTreeMap;
 
 /// What adding one packet's bytes did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -148,7 +147,10 @@ pub const MAX_RANGES: usize = 1024;
 pub struct InMessage {
     /// Total length the sender announced.
     pub length: u32,
-    parts: BTreeMap<u32, Bytes>,
+    /// The received bytes as disjoint slices with their offsets, in
+    /// arrival order: O(1) per packet whatever the order; sorted once when
+    /// the message is complete.
+    parts: Vec<(u32, Bytes)>,
     ranges: RangeSet,
     /// Distinct bytes received.
     pub received: u32,
@@ -183,7 +185,7 @@ impl InMessage {
     pub fn new(length: u32, granted: u32, seq: u64) -> InMessage {
         InMessage {
             length,
-            parts: BTreeMap::new(),
+            parts: Vec::new(),
             ranges: RangeSet::default(),
             received: 0,
             granted: granted.min(length),
@@ -227,7 +229,7 @@ impl InMessage {
         if self.ranges.last_end() <= offset {
             // In order (the usual case): all new, kept whole.
             self.ranges.insert(offset, end);
-            self.parts.insert(offset, data);
+            self.parts.push((offset, data));
             self.received += len;
             self.high = self.high.max(end);
             return Ok(Added {
@@ -238,7 +240,7 @@ impl InMessage {
         let mut new = 0;
         for (s, e) in self.ranges.missing(offset, end) {
             let part = data.slice((s - offset) as usize..(e - offset) as usize);
-            self.parts.insert(s, part);
+            self.parts.push((s, part));
             new += e - s;
         }
         if new > 0 {
@@ -279,7 +281,10 @@ impl InMessage {
 
     /// The assembled message.
     pub fn into_message(self) -> Message {
-        Message::from_parts(self.parts.into_values().collect())
+        let mut parts = self.parts;
+        // Usually already in order (pdqsort then makes one pass).
+        parts.sort_unstable_by_key(|&(offset, _)| offset);
+        Message::from_parts(parts.into_iter().map(|(_, b)| b).collect())
     }
 }
 
