@@ -112,19 +112,22 @@ impl Endpoint {
         let payload = m
             .data
             .slice(chunk.offset as usize..(chunk.offset + chunk.len) as usize);
-        let peer = self.peers.get_mut(&id.peer);
-        let ack = match peer {
-            Some(p) if is_client => p
-                .pending_acks
-                .pop_front()
-                .map(|client_id| AckEntry {
+        let (ack, cutoff_version) = match self.peers.get_mut(&id.peer) {
+            Some(p) => {
+                // Only a client's DATA carries acks.
+                let pending = if is_client {
+                    p.pending_acks.pop_front()
+                } else {
+                    None
+                };
+                let ack = pending.map_or_else(AckEntry::default, |client_id| AckEntry {
                     client_id,
                     server_port: id.peer.port(),
-                })
-                .unwrap_or_default(),
-            _ => AckEntry::default(),
+                });
+                (ack, p.cutoff_version)
+            }
+            None => (AckEntry::default(), 0),
         };
-        let cutoff_version = self.peers.get(&id.peer).map_or(0, |p| p.cutoff_version);
         self.metrics.acks_sent += (ack.client_id != 0) as u64;
         let header = DataHeader {
             message_length: length,
