@@ -129,8 +129,9 @@ pub struct Rpc {
     /// Scheduled credit of the outgoing message counted in the sender's
     /// total (bytes granted, not sent).
     pub credit: u32,
-    /// Current key in the receiver's grant queue.
-    pub grantable: Option<srpt::Key>,
+    /// The receiver's policy was told of this RPC's incoming message (and
+    /// not yet told to forget it).
+    pub in_grant_policy: bool,
     /// Current key in the table of partly received requests (server).
     pub embryo: Option<Nanos>,
 }
@@ -148,7 +149,7 @@ impl Rpc {
             incast: false,
             sendable: None,
             credit: 0,
-            grantable: None,
+            in_grant_policy: false,
             embryo: None,
         }
     }

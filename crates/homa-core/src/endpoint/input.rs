@@ -275,7 +275,7 @@ impl Endpoint {
             if !full && !no_memory {
                 break;
             }
-            match self.receiver.stalest_embryo() {
+            match self.stalest_embryo() {
                 Some((t, victim)) if t + self.config.tick_ns <= now => {
                     trace!(%victim, "partly received request evicted");
                     self.remove_rpc(now, victim);
@@ -308,6 +308,24 @@ impl Endpoint {
         self.record_size(now, h.message_length);
         self.rpcs.insert(id, rpc);
         true
+    }
+
+    /// The partly received request that made no progress for longest:
+    /// brings the filed keys it passes up to date with their RPCs'
+    /// `last_heard` (each key is refreshed at most once per packet heard,
+    /// so this is O(log n) per packet amortised).
+    fn stalest_embryo(&mut self) -> Option<(Nanos, RpcId)> {
+        loop {
+            let (t, id) = self.receiver.stalest_embryo()?;
+            let Some(rpc) = self.rpcs.get_mut(&id) else {
+                return Some((t, id));
+            };
+            if rpc.last_heard == t {
+                return Some((t, id));
+            }
+            self.receiver.rekey_embryo(id, t, rpc.last_heard);
+            rpc.embryo = Some(rpc.last_heard);
+        }
     }
 
     /// The first packet of a response: starts reassembly (client side).

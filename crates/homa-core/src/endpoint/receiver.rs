@@ -162,34 +162,48 @@ impl Receiver {
     /// received request in the eviction order.
     pub fn refile(&mut self, now: Nanos, id: RpcId, rpc: &mut Rpc) {
         match rpc.phase.msgin() {
-            Some(m) if !m.is_complete() => self.policy.update(
-                now,
-                &InView {
-                    id,
-                    length: m.length,
-                    received: m.received,
-                    granted: m.granted,
-                    seq: m.seq,
-                },
-            ),
-            _ => self.policy.remove(id),
+            Some(m) if !m.is_complete() => {
+                self.policy.update(
+                    now,
+                    &InView {
+                        id,
+                        length: m.length,
+                        received: m.received,
+                        granted: m.granted,
+                        seq: m.seq,
+                    },
+                );
+                rpc.in_grant_policy = true;
+            }
+            // (The policy knows nothing of an RPC it was never told of:
+            // no lookup for every packet of an outgoing message.)
+            _ if std::mem::take(&mut rpc.in_grant_policy) => self.policy.remove(id),
+            _ => {}
         }
-        let key = matches!(rpc.phase, Phase::Receiving { .. }).then_some(rpc.last_heard);
-        if key != rpc.embryo {
-            if let Some(k) = rpc.embryo.take() {
+        // A partly received request is filed once, under the time it was
+        // last heard from; that key only grows, and is brought up to date
+        // when eviction looks at it (`Endpoint::stalest_embryo`), not on
+        // every packet.
+        let receiving = matches!(rpc.phase, Phase::Receiving { .. });
+        match (receiving, rpc.embryo) {
+            (true, None) => {
+                self.embryos.insert((rpc.last_heard, id));
+                rpc.embryo = Some(rpc.last_heard);
+            }
+            (false, Some(k)) => {
                 self.embryos.remove(&(k, id));
+                rpc.embryo = None;
             }
-            if let Some(k) = key {
-                self.embryos.insert((k, id));
-            }
-            rpc.embryo = key;
+            _ => {}
         }
     }
 
     /// Takes the RPC out of everything here and releases its message's
     /// memory and budget.
     pub fn forget(&mut self, id: RpcId, rpc: &mut Rpc) {
-        self.policy.remove(id);
+        if std::mem::take(&mut rpc.in_grant_policy) {
+            self.policy.remove(id);
+        }
         if let Some(k) = rpc.embryo.take() {
             self.embryos.remove(&(k, id));
         }
@@ -205,8 +219,15 @@ impl Receiver {
     }
 
     /// The partly received request that made no progress for longest.
+    /// (By filed key, which may be older than the RPC's `last_heard`.)
     pub fn stalest_embryo(&self) -> Option<(Nanos, RpcId)> {
         self.embryos.first().copied()
+    }
+
+    /// Moves a partly received request from key `old` to `new`.
+    pub fn rekey_embryo(&mut self, id: RpcId, old: Nanos, new: Nanos) {
+        self.embryos.remove(&(old, id));
+        self.embryos.insert((new, id));
     }
 
     pub fn embryos(&self) -> usize {

@@ -1374,6 +1374,52 @@ fn rx_buffer_limit_bounds_memory() {
 }
 
 #[test]
+fn eviction_spares_a_request_that_made_progress() {
+    // Three partly received requests fill the receive memory at time 0.
+    // The first (smallest id, so first in the eviction order as filed)
+    // then gets another packet; a tick later a new request needs room, and
+    // the victim must be a request that stayed silent, not the first.
+    let config = Config {
+        rx_buffer_limit: 3 * (512 + 1_000) + 1_000,
+        ..Config::default()
+    };
+    let mut e = Endpoint::new(config, addr(0), 0).unwrap();
+    let data = |sport: u16, sender_id: u64, offset: u32| Packet {
+        common: CommonHeader {
+            sport,
+            dport: 4000,
+            sender_id,
+        },
+        body: Body::Data {
+            header: DataHeader {
+                message_length: 1_000_000,
+                incoming: 1_000_000,
+                offset,
+                ..DataHeader::default()
+            },
+            payload: &[1; 1_000],
+        },
+    };
+    for id in 0..3u64 {
+        e.handle_packet(0, addr(1).ip(), &data(1, id * 2 + 2, 0).to_vec());
+    }
+    assert_eq!(e.metrics().active_rpcs, 3);
+    let tick = e.config().tick_ns;
+    e.handle_packet(tick / 2, addr(1).ip(), &data(1, 2, 1_000).to_vec());
+    let first = RpcId {
+        peer: SocketAddr::new(addr(1).ip(), 1),
+        id: 3,
+    };
+    assert!(e.rpc_snapshot(first).is_some());
+    e.handle_packet(tick, addr(1).ip(), &data(2, 100, 0).to_vec());
+    assert_eq!(e.metrics().rpcs_evicted, 1);
+    assert!(
+        e.rpc_snapshot(first).is_some(),
+        "the request heard from most recently was evicted"
+    );
+}
+
+#[test]
 fn resend_never_grants_and_a_repeated_grant_repairs_a_lost_one() {
     // A RESEND for bytes the sender was never allowed to send obtains
     // nothing (else anyone could make a sender transmit a whole message);
