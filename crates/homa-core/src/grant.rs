@@ -64,7 +64,9 @@ pub fn plan<K: Copy>(
     params: &GrantParams,
     outstanding: u64,
 ) -> Vec<Grant<K>> {
-    let mut active: Vec<Candidate<K>> = Vec::new();
+    // (Sized once: this runs for every batch of received packets.)
+    let k = (params.max_overcommit as usize).min(64);
+    let mut active: Vec<Candidate<K>> = Vec::with_capacity(k);
     for c in candidates {
         if active.len() >= params.max_overcommit as usize {
             break;
@@ -75,7 +77,7 @@ pub fn plan<K: Copy>(
     }
     let mut budget = (params.max_incoming as u64).saturating_sub(outstanding);
     let n = active.len();
-    let mut grants = Vec::new();
+    let mut grants = Vec::with_capacity(n);
     for (rank, c) in active.iter().enumerate() {
         let want = round_up(
             c.received.saturating_add(params.grant_window),

@@ -236,14 +236,15 @@ impl Receiver {
 
     /// Grants the policy decides on now.
     pub fn schedule(&mut self, now: Nanos) -> Vec<GrantDecision> {
-        let mut out = Vec::new();
-        if self.policy.has_candidates() {
-            let ctx = GrantContext {
-                outstanding: self.outstanding,
-                sched_levels: self.plan.sched_levels,
-            };
-            self.policy.schedule(now, &ctx, &mut out);
+        if !self.policy.has_candidates() {
+            return Vec::new();
         }
+        let mut out = Vec::with_capacity(8);
+        let ctx = GrantContext {
+            outstanding: self.outstanding,
+            sched_levels: self.plan.sched_levels,
+        };
+        self.policy.schedule(now, &ctx, &mut out);
         out
     }
 
