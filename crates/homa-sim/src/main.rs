@@ -173,9 +173,25 @@ fn run_one(s: &Scenario, quiet: bool) -> Result<RunReport> {
             s.traffic.load * 100.0
         ),
     );
+    // Without a terminal (a log file, a pipe) the bar is invisible: say
+    // how far the run is at every further tenth of its messages instead.
+    let plain = !quiet && !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let start = std::time::Instant::now();
+    let mut next_tenth = 1;
     let mut cb = |done: u64, total: u64| {
         pb.set_length(total);
         pb.set_position(done);
+        if plain && total > 0 && done * 10 >= next_tenth * total && next_tenth < 10 {
+            let secs = start.elapsed().as_secs_f64();
+            let eta = secs * (total - done) as f64 / done.max(1) as f64;
+            eprintln!(
+                "{} {} {:.0}%: {done}/{total} messages done, {secs:.0} s elapsed, ETA {eta:.0} s",
+                s.protocol,
+                s.traffic.workload,
+                s.traffic.load * 100.0
+            );
+            next_tenth = done * 10 / total + 1;
+        }
     };
     let r = protocols::run(s, Some(&mut cb))?;
     pb.finish_and_clear();
