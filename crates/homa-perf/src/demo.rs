@@ -36,6 +36,9 @@ pub struct DemoOptions {
     pub rounds: u32,
     /// Homa runtime configuration of both ends.
     pub homa_config: homa::Config,
+    /// Threads spinning at normal priority for the whole demo (a busy
+    /// host; see [`crate::contention`]).
+    pub busy_threads: usize,
 }
 
 impl DemoOptions {
@@ -45,6 +48,7 @@ impl DemoOptions {
             seconds,
             rounds: 4,
             homa_config: homa::Config::loopback(),
+            busy_threads: 0,
         }
     }
 }
@@ -94,6 +98,8 @@ pub struct DemoResult {
     /// How long a waiting Homa thread polls before it sleeps in the
     /// "blocking" rows (the configuration's `poll_us`).
     pub homa_poll_us: u64,
+    /// Threads that spun at normal priority throughout (0: a quiet host).
+    pub busy_threads: usize,
     /// Wall-clock time of the whole demo (s).
     pub total_s: f64,
     /// The measurements, in table order.
@@ -188,6 +194,7 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
         ));
     }
     let slice = Duration::from_secs_f64(opts.seconds / f64::from(opts.rounds));
+    let _busy = crate::Contention::start(opts.busy_threads)?;
     let began = Instant::now();
     let mut rows = Vec::new();
     for group in groups() {
@@ -252,6 +259,7 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
         seconds: opts.seconds,
         rounds: opts.rounds,
         homa_poll_us: opts.homa_config.poll_us,
+        busy_threads: opts.busy_threads,
         total_s: (began.elapsed().as_secs_f64() * 10.0).round() / 10.0,
         rows,
         ratios,
@@ -392,10 +400,17 @@ impl DemoResult {
     /// One table of all measurements, then the ratios.
     pub fn to_table(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(
+        let _ =
+            writeln!(
             out,
-            "homa-perf demo on 127.0.0.1, {} s per row in {} interleaved rounds ({} s in all)",
-            self.seconds, self.rounds, self.total_s
+            "homa-perf demo on 127.0.0.1, {} s per row in {} interleaved rounds ({} s in all){}",
+            self.seconds,
+            self.rounds,
+            self.total_s,
+            match self.busy_threads {
+                0 => String::new(),
+                n => format!(", {n} busy thread{} spinning", if n == 1 { "" } else { "s" }),
+            }
         );
         let _ = writeln!(
             out,

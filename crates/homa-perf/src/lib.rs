@@ -9,6 +9,8 @@
 //! - [`demo::run_demo`] runs the project's headline comparison;
 //! - [`lossmatrix::run_loss_matrix`] measures Homa under injected loss;
 //! - [`workload`] samples the standard message-size workloads;
+//! - [`contention::Contention`] keeps CPUs busy, for measurements on a busy
+//!   host;
 //! - [`cluster::run_node`] runs one host of a cluster benchmark (server and
 //!   Poisson-load client at once, like the Homa/Linux paper's `cp_node`).
 //!
@@ -19,6 +21,7 @@
 
 pub mod client;
 pub mod cluster;
+pub mod contention;
 pub mod demo;
 pub mod error;
 mod homa_rpc;
@@ -32,6 +35,7 @@ pub mod worker;
 pub mod workload;
 
 pub use client::{run_client, ClientOptions};
+pub use contention::Contention;
 pub use demo::{run_demo, DemoOptions, DemoResult};
 pub use error::PerfError;
 pub use homa_measure::SizeDist;

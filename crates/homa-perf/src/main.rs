@@ -18,6 +18,10 @@ struct Cli {
     /// Log more (-v: info, -vv: debug); logs go to stderr.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Threads that spin at normal priority while the command runs: a busy
+    /// host everyone can reproduce (e.g. one per core).
+    #[arg(long, global = true, default_value_t = 0, value_name = "N")]
+    busy_threads: usize,
     #[command(subcommand)]
     command: Command,
 }
@@ -232,6 +236,19 @@ fn seconds(s: f64, flag: &str) -> Result<Duration> {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    if cli.busy_threads > homa_perf::contention::MAX_BUSY_THREADS {
+        bail!(
+            "--busy-threads must be at most {}, got {}",
+            homa_perf::contention::MAX_BUSY_THREADS,
+            cli.busy_threads
+        );
+    }
+    // The demo starts (and reports) its own; other commands run under
+    // contention started here, before their servers and clients.
+    let _busy = match cli.command {
+        Command::Demo(_) => None,
+        _ => Some(homa_perf::Contention::start(cli.busy_threads)?),
+    };
     match cli.command {
         Command::Server(a) => {
             let stop_after = a.duration.map(|d| seconds(d, "--duration")).transpose()?;
@@ -350,6 +367,7 @@ fn run(cli: Cli) -> Result<()> {
                 seconds: a.seconds,
                 rounds: a.rounds,
                 homa_config: homa_config(a.config.as_ref())?,
+                busy_threads: cli.busy_threads,
             })?;
             if a.json {
                 println!("{}", result.to_json_string());
