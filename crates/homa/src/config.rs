@@ -145,6 +145,11 @@ pub struct Config {
     /// Microseconds a waiting thread polls before it sleeps (Homa/Linux
     /// polls 50 µs); 0 sleeps at once. `busy_poll` polls for ever.
     pub poll_us: u64,
+    /// Poll only while a CPU is free for the peer: when at least as many
+    /// threads are runnable as the host has CPUs (read from /proc/loadavg
+    /// every 10 ms), a waiting thread sleeps at once, as polling would take
+    /// the CPU its reply needs. Does not affect `busy_poll`.
+    pub poll_adaptive: bool,
     /// Most transmission time (ns) the pacer lets wait in the kernel/NIC.
     pub max_nic_queue_ns: u64,
     /// Packets smaller than this bypass the pacer.
@@ -181,6 +186,7 @@ impl Default for Config {
             transport: Transport::Udp,
             busy_poll: false,
             poll_us: 50,
+            poll_adaptive: true,
             max_nic_queue_ns: 2_000,
             pacer_bypass_bytes: 1_000,
             recv_batch: 32,

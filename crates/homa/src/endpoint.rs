@@ -162,6 +162,8 @@ pub(crate) struct Inner {
     cond: Condvar,
     /// Application threads inside `wait_until`.
     waiters: AtomicUsize,
+    /// Whether the host's CPUs are all busy (adaptive polling).
+    cpu: crate::contention::CpuContention,
     /// Of those, the ones asleep on `cond` (notifying nobody costs a system
     /// call, so it is skipped).
     sleepers: AtomicUsize,
@@ -273,6 +275,7 @@ impl Endpoint {
             config,
             cond: Condvar::new(),
             waiters: AtomicUsize::new(0),
+            cpu: crate::contention::CpuContention::new(),
             sleepers: AtomicUsize::new(0),
             bg_cond: Condvar::new(),
             closed: AtomicBool::new(false),
@@ -838,7 +841,9 @@ impl Inner {
         let busy = self.config.busy_poll;
         // Like Homa/Linux, poll a while before sleeping: a message that
         // comes soon is taken without a wake-up.
-        let mut polling = self.config.poll_us > 0 && !busy;
+        let mut polling = self.config.poll_us > 0
+            && !busy
+            && !(self.config.poll_adaptive && self.cpu.contended());
         let poll_until = if polling {
             Instant::now() + Duration::from_micros(self.config.poll_us)
         } else {

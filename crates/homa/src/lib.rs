@@ -20,6 +20,7 @@
 mod async_api;
 mod cmsg;
 mod config;
+mod contention;
 mod endpoint;
 mod error;
 mod fault;
