@@ -5,7 +5,7 @@
 
 use crate::PerfError;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -18,6 +18,8 @@ pub const MAX_BUSY_THREADS: usize = 256;
 pub struct Contention {
     stop: Arc<AtomicBool>,
     spinning: Arc<AtomicUsize>,
+    /// CPU time each spinner has used (ns), updated as it spins.
+    cpu_ns: Vec<Arc<AtomicU64>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -33,8 +35,11 @@ impl Contention {
         let stop = Arc::new(AtomicBool::new(false));
         let spinning = Arc::new(AtomicUsize::new(0));
         let mut threads = Vec::with_capacity(n);
+        let mut cpu_ns = Vec::with_capacity(n);
         for i in 0..n {
             let (stop, spinning) = (stop.clone(), spinning.clone());
+            let used = Arc::new(AtomicU64::new(0));
+            cpu_ns.push(used.clone());
             let t = std::thread::Builder::new()
                 .name(format!("busy-{i}"))
                 .spawn(move || {
@@ -44,6 +49,7 @@ impl Contention {
                         for _ in 0..1_000 {
                             x = black_box(x.rotate_left(7).wrapping_mul(0xBF58_476D_1CE4_E5B9));
                         }
+                        used.store(thread_cpu_ns(), Ordering::Relaxed);
                     }
                     spinning.fetch_sub(1, Ordering::SeqCst);
                 })
@@ -53,6 +59,7 @@ impl Contention {
         Ok(Contention {
             stop,
             spinning,
+            cpu_ns,
             threads,
         })
     }
@@ -66,6 +73,38 @@ impl Contention {
     pub fn spinning(&self) -> usize {
         self.spinning.load(Ordering::SeqCst)
     }
+
+    /// CPU time the spinners have used so far (ns; each updates its own
+    /// figure every few microseconds).
+    pub fn cpu_ns(&self) -> u64 {
+        self.cpu_ns.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// This thread's CPU time (ns).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The whole process's CPU time, user and system (ns).
+pub fn process_cpu_ns() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value to pass for writing.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is valid and writable; getrusage only writes it.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 impl Drop for Contention {
@@ -88,6 +127,12 @@ mod tests {
         while c.spinning() < 2 {
             std::thread::yield_now();
         }
+        // They burn CPU, and say so.
+        let before = process_cpu_ns();
+        while c.cpu_ns() == 0 {
+            std::thread::yield_now();
+        }
+        assert!(process_cpu_ns() >= before);
         let spinning = c.spinning.clone();
         drop(c);
         assert_eq!(spinning.load(Ordering::SeqCst), 0, "all stopped and joined");

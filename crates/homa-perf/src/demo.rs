@@ -74,6 +74,12 @@ pub struct DemoRow {
     /// The client's report, when the measurement worked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<Report>,
+    /// CPU time per RPC (µs), both ends together (they share this process;
+    /// for TCP and UDP it includes the kernel work charged to it), from
+    /// getrusage, less the busy threads' own; warm-up RPCs' CPU is counted
+    /// but not the RPCs (under 1%).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_rpc: Option<f64>,
     /// Why the measurement failed, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -176,6 +182,9 @@ fn groups() -> Vec<Vec<Spec>> {
 struct Accumulated {
     recorder: Recorder,
     elapsed: Duration,
+    /// CPU time of the process (both ends; busy threads excluded) while
+    /// the client ran, warm-up included (ns).
+    cpu_ns: u64,
     homa_metrics: Option<serde_json::Value>,
     error: Option<String>,
 }
@@ -194,7 +203,7 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
         ));
     }
     let slice = Duration::from_secs_f64(opts.seconds / f64::from(opts.rounds));
-    let _busy = crate::Contention::start(opts.busy_threads)?;
+    let busy = crate::Contention::start(opts.busy_threads)?;
     let began = Instant::now();
     let mut rows = Vec::new();
     for group in groups() {
@@ -203,6 +212,7 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
             .map(|_| Accumulated {
                 recorder: Recorder::new(false),
                 elapsed: Duration::ZERO,
+                cpu_ns: 0,
                 homa_metrics: None,
                 error: None,
             })
@@ -214,10 +224,11 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
                 if acc[i].error.is_some() {
                     continue;
                 }
-                match measure_slice(opts, &group[i], slice) {
-                    Ok(m) => {
+                match measure_slice(opts, &group[i], slice, &busy) {
+                    Ok((m, cpu_ns)) => {
                         acc[i].recorder.merge(&m.recorder);
                         acc[i].elapsed += m.elapsed;
+                        acc[i].cpu_ns += cpu_ns;
                         acc[i].homa_metrics = m.homa_metrics;
                     }
                     Err(e) => {
@@ -241,7 +252,9 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
                 r.homa_metrics = a.homa_metrics;
                 r
             });
+            let rpcs = report.as_ref().map_or(0, |r| r.rpcs);
             rows.push(DemoRow {
+                cpu_us_per_rpc: (rpcs > 0).then(|| a.cpu_ns as f64 / 1e3 / rpcs as f64),
                 test: spec.test,
                 protocol: spec.protocol.name(),
                 busy_poll: spec.busy_poll,
@@ -272,7 +285,8 @@ fn measure_slice(
     opts: &DemoOptions,
     spec: &Spec,
     duration: Duration,
-) -> Result<Measured, PerfError> {
+    busy: &crate::Contention,
+) -> Result<(Measured, u64), PerfError> {
     let bind: SocketAddr = (std::net::Ipv4Addr::LOCALHOST, 0).into();
     let mut homa_config = opts.homa_config.clone();
     if spec.no_poll {
@@ -300,9 +314,12 @@ fn measure_slice(
     client.warmup = if spec.size > 10_000 { 10 } else { 100 };
     client.timeout = Duration::from_secs(1);
     client.homa_config = homa_config;
+    let (cpu0, busy0) = (crate::contention::process_cpu_ns(), busy.cpu_ns());
     let measured = measure(&client);
+    let spent = crate::contention::process_cpu_ns().saturating_sub(cpu0);
+    let cpu_ns = spent.saturating_sub(busy.cpu_ns().saturating_sub(busy0));
     server.shutdown();
-    measured
+    measured.map(|m| (m, cpu_ns))
 }
 
 fn find<'a>(
@@ -383,6 +400,21 @@ fn ratios(rows: &[DemoRow]) -> Vec<Ratio> {
         name: "homa (thread per RPC) Gbit/s / tcp Gbit/s, 4 outstanding".to_string(),
         value: ratio(gbps("homa", false, 4), gbps("tcp", false, 4)),
     });
+    let cpu = |proto| {
+        rows.iter()
+            .find(|r| {
+                r.test == "latency"
+                    && r.protocol == proto
+                    && !r.busy_poll
+                    && !r.no_poll
+                    && r.concurrency == 1
+            })
+            .and_then(|r| r.cpu_us_per_rpc)
+    };
+    out.push(Ratio {
+        name: "homa CPU per RPC / tcp CPU per RPC, 100 B, blocking".to_string(),
+        value: ratio(cpu("homa"), cpu("tcp")),
+    });
     out
 }
 
@@ -414,7 +446,7 @@ impl DemoResult {
         );
         let _ = writeln!(
             out,
-            "{:<11} {:<5} {:<9} {:>3} {:>7} {:>9} {:>9} {:>9} {:>8} {:>9} {:>6}",
+            "{:<11} {:<5} {:<9} {:>3} {:>7} {:>9} {:>9} {:>9} {:>8} {:>9} {:>6} {:>9}",
             "test",
             "proto",
             "mode",
@@ -425,7 +457,8 @@ impl DemoResult {
             "p99.9 us",
             "Gbit/s",
             "rpc/s",
-            "errors"
+            "errors",
+            "cpu us/rpc"
         );
         for r in &self.rows {
             let mode = match (r.busy_poll, r.no_poll, r.pipelined) {
@@ -443,7 +476,7 @@ impl DemoResult {
                 (Some(rep), _) => {
                     let _ = writeln!(
                         out,
-                        "{:<11} {:<5} {:<9} {:>3} {:>7} {:>9} {:>9} {:>9} {:>8.2} {:>9} {:>6}",
+                        "{:<11} {:<5} {:<9} {:>3} {:>7} {:>9} {:>9} {:>9} {:>8.2} {:>9} {:>6} {:>9}",
                         r.test,
                         r.protocol,
                         mode,
@@ -454,7 +487,8 @@ impl DemoResult {
                         fmt_us(rep.p999_us),
                         rep.gbps,
                         rep.rpcs_per_s,
-                        rep.errors
+                        rep.errors,
+                        r.cpu_us_per_rpc.map_or("-".into(), |c| format!("{c:.1}"))
                     );
                 }
                 (None, e) => {

@@ -306,9 +306,11 @@ fn demo_runs_and_reports_every_row_on_a_busy_host() {
     for r in rows {
         assert!(r.get("error").is_none(), "failed row: {r}");
         assert!(r["report"]["rpcs"].as_u64().unwrap() > 0, "{r}");
+        // Both ends do work for every RPC.
+        assert!(r["cpu_us_per_rpc"].as_f64().unwrap() > 0.0, "{r}");
     }
     let ratios = v["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 8);
+    assert_eq!(ratios.len(), 9);
     assert!(
         ratios.iter().all(|r| r["value"].as_f64().is_some()),
         "{ratios:?}"
