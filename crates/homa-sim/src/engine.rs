@@ -15,7 +15,8 @@ struct Entry<E> {
 
 impl<E> Entry<E> {
     /// Time, then sequence, as one number, with `lane` (< 16) in the low
-    /// bits.
+    /// bits. (The sequence takes bits 4..68 and would reach the time's
+    /// bits only after 2^60 events.)
     fn lane_key(&self, lane: usize) -> u128 {
         (self.time as u128) << 64 | (self.seq as u128) << 4 | lane as u128
     }
