@@ -36,6 +36,9 @@ pub struct Queued {
     pub priority: u8,
     /// Rank (rank ports).
     pub rank: u64,
+    /// Destination host: carried here so that forwarding a packet does not
+    /// have to read it from the packet store (one cache miss per hop less).
+    pub dst: u32,
 }
 
 /// What happened to a packet offered to a port.
@@ -294,6 +297,7 @@ mod tests {
             bytes,
             priority,
             rank,
+            dst: 0,
         }
     }
 

@@ -666,6 +666,7 @@ impl<P: Protocol + Clone> Simulation<P> {
                 bytes: pkt.meta.wire_bytes,
                 priority: pkt.meta.priority,
                 rank: pkt.meta.rank,
+                dst: pkt.meta.dst,
             };
             let idx = self.packets.insert(pkt);
             self.admit(now, pi, Queued { idx, ..q });
@@ -716,6 +717,7 @@ impl<P: Protocol + Clone> Simulation<P> {
             bytes: m.wire_bytes,
             priority: m.priority,
             rank: m.rank,
+            dst: m.dst,
         };
         self.admit(now, port as usize, q);
     }
@@ -726,7 +728,7 @@ impl<P: Protocol + Clone> Simulation<P> {
             return;
         };
         let at = now + self.hop_delay[pi];
-        let dst = self.packets.get(q.idx).meta.dst;
+        let dst = q.dst;
         let kind = self.ports[pi].kind;
         match self.ports[pi].next {
             Next::Host(h) => self.events.schedule(
