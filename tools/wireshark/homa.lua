@@ -95,6 +95,7 @@ local RESEND_ALL = 0xFFFFFFFF
 local CUTOFF_UNLIMITED = 0x7FFFFFFF
 local OFFSET_IN_SEQUENCE = 0xFFFFFFFF -- DATA offset field -1
 local HIJACK_URGENT = 0xb97d
+local LINUX_TCP_FLAGS = 0x06 -- SYN|RST, impossible in real TCP
 
 ---------------------------------------------------------------------------
 -- Fields
@@ -273,8 +274,8 @@ homa.prefs.udp_heuristic = Pref.bool("Detect Homa on any UDP port", true,
 homa.prefs.split_gso = Pref.bool("Split GSO super-packets", true,
     "Show a captured GSO/TSO super-packet as the packets the network will carry")
 homa.prefs.mtu = Pref.uint("Link MTU", 1500,
-    "A Linux DATA packet whose IP packet is longer than this is searched for TSO segment headers "
-        .. "(raise it, e.g. to 65536, for captures on loopback)")
+    "A DATA packet whose IP packet is longer than this is checked for Linux TSO segment headers "
+        .. "at the segment size of this MTU (and of 1500 and 9000)")
 
 ---------------------------------------------------------------------------
 -- Helpers. Every reader returns nil when the bytes are not there.
@@ -412,12 +413,16 @@ local function dissect_common(tvb, pinfo, tree, ctx)
         doff_item:add_proto_expert_info(e.doff, string.format(
             "doff 0x%02x; expected 0x%02x for %s", doff, canonical_doff(t), type_name(t)))
     end
-    if not all_zero(tvb, 8, 3) or not all_zero(tvb, 13, 7) then
-        local msg = "Unused TCP-like fields (bytes 8-10, 13-19) are not zero"
-        if u16(tvb, 18) == HIJACK_URGENT then
-            msg = msg .. "; urgent 0xb97d: Linux TCP-hijacking mode"
-        end
-        (urgent_item or sub):add_proto_expert_info(e.unused_nonzero, msg)
+    -- Linux Homa writes TCP-hijacking marks on every packet, hijacked or
+    -- not: flags 0x06, urgent 0xb97d and a checksum. They mean nothing else.
+    local linux_marks = u8(tvb, 13) == LINUX_TCP_FLAGS and u16(tvb, 18) == HIJACK_URGENT
+    if linux_marks then
+        urgent_item:append_text(" (Linux Homa's TCP-hijacking mark, written on every packet)")
+    end
+    if not all_zero(tvb, 8, 3) or not all_zero(tvb, 14, 2)
+        or (not linux_marks and not all_zero(tvb, 13, 7)) then
+        sub:add_proto_expert_info(e.unused_nonzero,
+            "Unused TCP-like fields (bytes 8-10, 13-19) are not zero (and not Linux's marks)")
     end
     if t ~= T_DATA and TYPE_NAMES[t] and u32(tvb, 4) ~= 0 then
         sub:add_proto_expert_info(e.unused_nonzero, "Sequence is not zero in a packet other than DATA")
@@ -593,12 +598,9 @@ local function dissect_body(tvb, pinfo, tree, t, id, ctx)
             local c = u32(tvb, 28 + 4 * i)
             local item = add_if(sub, f.cutoffs_cutoff, tvb, 28 + 4 * i, 4)
             if item then
-                item:prepend_text(string.format("Priority %d: ", i))
-                if c == CUTOFF_UNLIMITED then
-                    item:append_text(" (no limit)")
-                else
-                    item:append_text(" bytes")
-                end
+                local limit = string.format("messages up to %d bytes", c)
+                if c == CUTOFF_UNLIMITED then limit = "no limit (0x7fffffff)" end
+                item:set_text(string.format("Priority %d cutoff: %s", i, limit))
             end
         end
         local v = u16(tvb, 60)
@@ -742,11 +744,17 @@ local function find_linux_gso(s, ip_overhead)
     local plain_ok = off0 + (len - DATA_LEN) <= msg_len
     local mtu = homa.prefs.mtu
     if plain_ok and len + ip_overhead <= mtu then return nil end
-    -- Linux's segment data size for this MTU first, then every size.
-    local guess = mtu - ip_overhead - DATA_LEN
-    if guess > 0 and guess < len - DATA_LEN and linux_chain_ok(s, off0, guess, msg_len) then
-        return guess
+    -- Linux fills every segment but the last to the MTU: try the segment
+    -- sizes of the preference's MTU and of the usual ones first.
+    for _, m in ipairs({ mtu, 1500, 9000 }) do
+        local d = m - ip_overhead - DATA_LEN
+        if d > 0 and d < len - DATA_LEN and linux_chain_ok(s, off0, d, msg_len) then
+            return d
+        end
     end
+    -- Every other size only when the packet cannot be one plain DATA packet
+    -- (its bytes overrun the message), so big plain packets stay cheap.
+    if plain_ok then return nil end
     for d = 1, len - DATA_LEN - 5 do
         if s_be32(s, DATA_LEN + d) == off0 + d and linux_chain_ok(s, off0, d, msg_len) then
             return d
