@@ -20,7 +20,7 @@ fi
 if command -v tshark >/dev/null 2>&1; then
   # tshark is here: a skip would hide a broken test, so make it an error.
   export HOMA_DISSECTOR_REQUIRE_TSHARK=1
-  tshark --version | head -n 1
+  tshark --version 2>/dev/null | sed -n 1p
 fi
 echo "== dissector test"
 cargo test -p homa-wire --test dissector -- --nocapture
