@@ -146,8 +146,8 @@ local f = {
             .. "(unscheduled bytes, granted bytes, plus any round-up the sender added)"),
     data_cutoff_version = ProtoField.uint16("homa.data.cutoff_version", "Cutoff version", base.DEC, nil, nil,
         "Version of the newest CUTOFFS the sender got from this receiver; 0 = none yet"),
-    data_retransmit = ProtoField.uint8("homa.data.retransmit", "Retransmit", base.DEC,
-        { [0] = "no", [1] = "yes: sent because of a RESEND" }, nil, "1 = this packet answers a RESEND"),
+    data_retransmit = ProtoField.uint8("homa.data.retransmit", "Retransmit", base.DEC, nil, nil,
+        "1 = this packet answers a RESEND (was sent before)"),
     data_flags = ProtoField.uint8("homa.data.flags", "Flags (homa-rs extension)", base.HEX, nil, nil,
         "Byte 49, the first pad byte; Linux writes zero and ignores it"),
     data_flag_incast = ProtoField.bool("homa.data.flags.incast", "Incast", 8,
@@ -188,9 +188,7 @@ local f = {
     -- RESEND
     resend_offset = ProtoField.uint32("homa.resend.offset", "Offset", base.DEC, nil, nil,
         "First message byte to send again"),
-    resend_length = ProtoField.uint32("homa.resend.length", "Length", base.DEC,
-        { [RESEND_ALL] = "all: nothing received yet, resend everything sent so far",
-          [0] = "none: liveness probe (homa-rs)" }, nil,
+    resend_length = ProtoField.uint32("homa.resend.length", "Length", base.DEC, nil, nil,
         "Bytes to send again; 0xffffffff = everything sent so far; 0 = liveness probe (homa-rs only)"),
     resend_priority = ProtoField.uint8("homa.resend.priority", "Priority", base.DEC, nil, nil,
         "Priority (0 lowest .. 7 highest) for the retransmitted DATA; absent in the 36-byte upstream layout"),
@@ -437,7 +435,7 @@ local function dissect_common(tvb, pinfo, tree, ctx)
     return t, id
 end
 
--- The offset, payload length and summary of a DATA segment for range checks.
+-- Flags DATA bytes that lie beyond the end of their message.
 local function check_data_range(item, offset, length, message_length)
     if offset and length and message_length and offset + length > message_length then
         item:add_proto_expert_info(e.data_range, string.format(
@@ -458,7 +456,14 @@ local function dissect_data(tvb, pinfo, tree, id, ctx)
     if len > 36 then ack_id, ack_port = add_ack_entry(sub, tvb, 36, "Piggy-backed ack") end
     add_if(sub, f.data_cutoff_version, tvb, 46, 2)
     local retransmit = u8(tvb, 48)
-    add_if(sub, f.data_retransmit, tvb, 48, 1)
+    local rt_item = add_if(sub, f.data_retransmit, tvb, 48, 1)
+    if rt_item then
+        if retransmit == 0 then
+            rt_item:append_text(" (no)")
+        else
+            rt_item:append_text(" (yes: sent because of a RESEND)")
+        end
+    end
     local flags = u8(tvb, 49)
     local flags_item = add_if(sub, f.data_flags, tvb, 49, 1)
     if flags_item then
@@ -499,7 +504,9 @@ local function dissect_data(tvb, pinfo, tree, id, ctx)
     end
 
     local data_len = len - DATA_LEN
-    sub:add(f.data_length, tvb(DATA_LEN, data_len), data_len):set_generated()
+    local len_item = sub:add(f.data_length, tvb(DATA_LEN, data_len), data_len)
+    len_item:set_generated()
+    len_item:append_text(" bytes")
     sub:add(f.data_end, tvb(DATA_LEN, data_len), offset + data_len):set_generated()
     local credit_request = has(flags, DATA_FLAG_SIRD) and offset == 0 and data_len == 0 and u32(tvb, 32) == 0
     if has(flags, DATA_FLAG_SIRD) then
@@ -577,8 +584,15 @@ local function dissect_body(tvb, pinfo, tree, t, id, ctx)
         local l = u32(tvb, 32)
         add_if(sub, f.resend_offset, tvb, 28, 4)
         local litem = add_if(sub, f.resend_length, tvb, 32, 4)
-        if litem and l == 0 then
-            litem:add_proto_expert_info(e.extension, "RESEND length 0: homa-rs liveness probe")
+        if litem then
+            if l == RESEND_ALL then
+                litem:append_text(" (all: nothing received yet, resend everything sent so far)")
+            elseif l == 0 then
+                litem:append_text(" (none: a liveness probe)")
+                litem:add_proto_expert_info(e.extension, "RESEND length 0: homa-rs liveness probe")
+            else
+                litem:append_text(" bytes")
+            end
         end
         local p
         if short then
@@ -791,7 +805,9 @@ local function dissect_linux_gso(tvb, pinfo, tree, ctx, d)
         seg:add(f.gso_segment, tvb(hdr, 0), k + 1):set_generated()
         seg:add(f.data_offset, tvb(hdr, 4)):append_text(" (segment offset header; the NIC puts the first "
             .. DATA_COMMON_REPLICATED .. " header bytes of segment 1 before it)")
-        seg:add(f.data_length, tvb(hdr + 4, seg_data), seg_data):set_generated()
+        local len_item = seg:add(f.data_length, tvb(hdr + 4, seg_data), seg_data)
+        len_item:set_generated()
+        len_item:append_text(" bytes")
         seg:add(f.data_end, tvb(hdr + 4, seg_data), off + seg_data):set_generated()
         check_data_range(seg, off, seg_data, msg_len)
         seg:add(f.data_payload, tvb(hdr + 4, seg_data))

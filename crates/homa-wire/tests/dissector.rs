@@ -1156,7 +1156,7 @@ fn malformed_and_truncated() {
     for p in &samples {
         let bytes = p.to_vec();
         let ty = p.packet_type();
-        for cut in [ty.header_len() - 1, 29, 27, 12, 3] {
+        for cut in [ty.header_len() - 1, 29, 28, 27, 12, 3] {
             if cut >= ty.header_len() || (ty == PacketType::Resend && cut == 36) {
                 continue;
             }
