@@ -443,11 +443,11 @@ pub unsafe extern "C" fn homars_ready_fd(ep: *mut HomarsEndpoint) -> c_int {
 /// # Safety
 /// `ep` is NULL or live; `out` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn homars_metrics(
+pub unsafe extern "C" fn homars_get_metrics(
     ep: *const HomarsEndpoint,
     out: *mut HomarsMetrics,
 ) -> c_int {
-    guard("homars_metrics", || {
+    guard("homars_get_metrics", || {
         // SAFETY: NULL or live by the contract.
         let e = unsafe { endpoint(ep) }?;
         // SAFETY: non-NULL means writable by the contract.
@@ -639,8 +639,8 @@ mod tests {
             assert_eq!(homars_abort(null_mut(), &rpc), e);
             assert_eq!(homars_abort(ep, null()), e);
             assert_eq!(homars_ready_fd(null_mut()), e);
-            assert_eq!(homars_metrics(null(), &mut m), e);
-            assert_eq!(homars_metrics(ep, null_mut()), e);
+            assert_eq!(homars_get_metrics(null(), &mut m), e);
+            assert_eq!(homars_get_metrics(ep, null_mut()), e);
             assert_eq!(homars_metrics_json(null(), null_mut(), 0), e);
             assert_eq!(homars_shutdown(null_mut()), e);
             assert!(msg.is_null());
@@ -731,7 +731,7 @@ mod tests {
             assert!(resp.is_null());
 
             let mut m = HomarsMetrics::default();
-            assert_eq!(homars_metrics(client, &mut m), 0);
+            assert_eq!(homars_get_metrics(client, &mut m), 0);
             assert_eq!((m.requests_started, m.responses_delivered), (1, 1));
             let need = homars_metrics_json(server, null_mut(), 0);
             assert!(need > 0);
