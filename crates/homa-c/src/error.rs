@@ -5,7 +5,7 @@
 
 use std::any::Any;
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, CString};
+use std::ffi::{c_char, c_int, CStr, CString};
 
 /// Why a C call failed.
 #[derive(Debug, thiserror::Error)]
@@ -79,10 +79,9 @@ pub fn set_last_error(text: String) {
 /// This thread's last error (empty if none), valid until the next failure
 /// on this thread.
 pub fn last_error_ptr() -> *const c_char {
-    static EMPTY: &[u8] = b"\0";
     LAST_ERROR
         .try_with(|slot| slot.borrow().as_ptr())
-        .unwrap_or(EMPTY.as_ptr().cast())
+        .unwrap_or(c"".as_ptr())
 }
 
 /// Records a failure of `call` and returns its negative errno.
@@ -105,21 +104,21 @@ pub fn panic_message(p: &(dyn Any + Send)) -> String {
 }
 
 /// The fixed text of the codes homars gives a meaning of its own to.
-fn fixed_text(n: c_int) -> Option<&'static [u8]> {
+fn fixed_text(n: c_int) -> Option<&'static CStr> {
     Some(match n {
-        0 => b"success\0",
-        libc::ETIMEDOUT => b"timed out waiting for the message\0",
-        libc::EHOSTUNREACH => b"the peer is not responding (presumed dead)\0",
-        libc::EPROTO => b"the peer runs another transport design (Homa vs SIRD)\0",
-        libc::EMSGSIZE => b"message exceeds the maximum message size\0",
-        libc::ENOMSG => b"no RPC is outstanding\0",
-        libc::ESHUTDOWN => b"the endpoint is shut down\0",
-        libc::EINVAL => b"invalid argument (NULL pointer, bad address, bad configuration)\0",
-        libc::EPERM => b"permission needed (raw IP needs root or CAP_NET_RAW)\0",
-        libc::ENOENT => b"no such RPC (finished, failed, aborted, or never existed)\0",
-        libc::EALREADY => b"not a request awaiting a reply (already answered?)\0",
-        libc::ENOBUFS => b"the endpoint is at one of its limits; try again later\0",
-        libc::EIO => b"I/O or internal error\0",
+        0 => c"success",
+        libc::ETIMEDOUT => c"timed out waiting for the message",
+        libc::EHOSTUNREACH => c"the peer is not responding (presumed dead)",
+        libc::EPROTO => c"the peer runs another transport design (Homa vs SIRD)",
+        libc::EMSGSIZE => c"message exceeds the maximum message size",
+        libc::ENOMSG => c"no RPC is outstanding",
+        libc::ESHUTDOWN => c"the endpoint is shut down",
+        libc::EINVAL => c"invalid argument (NULL pointer, bad address, bad configuration)",
+        libc::EPERM => c"permission needed (raw IP needs root or CAP_NET_RAW)",
+        libc::ENOENT => c"no such RPC (finished, failed, aborted, or never existed)",
+        libc::EALREADY => c"not a request awaiting a reply (already answered?)",
+        libc::ENOBUFS => c"the endpoint is at one of its limits; try again later",
+        libc::EIO => c"I/O or internal error",
         _ => return None,
     })
 }
@@ -128,7 +127,7 @@ fn fixed_text(n: c_int) -> Option<&'static [u8]> {
 pub fn strerror_ptr(err: c_int) -> *const c_char {
     let n = err.checked_abs().unwrap_or(c_int::MAX);
     if let Some(t) = fixed_text(n) {
-        return t.as_ptr().cast();
+        return t.as_ptr();
     }
     let text = std::io::Error::from_raw_os_error(n).to_string();
     let c = c_string(text);
@@ -137,7 +136,7 @@ pub fn strerror_ptr(err: c_int) -> *const c_char {
             *slot.borrow_mut() = c;
             slot.borrow().as_ptr()
         })
-        .unwrap_or(b"unknown error\0".as_ptr().cast())
+        .unwrap_or(c"unknown error".as_ptr())
 }
 
 #[cfg(test)]

@@ -542,7 +542,7 @@ pub unsafe extern "C" fn homars_msg_free(msg: *mut HomarsMsg) {
 /// (static for the codes homars itself returns).
 #[no_mangle]
 pub extern "C" fn homars_strerror(err: c_int) -> *const c_char {
-    catch_unwind(|| error::strerror_ptr(err)).unwrap_or(b"unknown error\0".as_ptr().cast())
+    catch_unwind(|| error::strerror_ptr(err)).unwrap_or(c"unknown error".as_ptr())
 }
 
 /// The most recent failure of a homars call on this thread, in a sentence
@@ -551,7 +551,7 @@ pub extern "C" fn homars_strerror(err: c_int) -> *const c_char {
 /// next failure on this thread.
 #[no_mangle]
 pub extern "C" fn homars_last_error() -> *const c_char {
-    catch_unwind(error::last_error_ptr).unwrap_or(b"\0".as_ptr().cast())
+    catch_unwind(error::last_error_ptr).unwrap_or(c"".as_ptr())
 }
 
 #[cfg(test)]
