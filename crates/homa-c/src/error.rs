@@ -130,6 +130,11 @@ pub fn strerror_ptr(err: c_int) -> *const c_char {
         return t.as_ptr();
     }
     let text = std::io::Error::from_raw_os_error(n).to_string();
+    // Rust adds " (os error N)"; C's strerror does not.
+    let text = match text.rfind(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    };
     let c = c_string(text);
     STRERROR
         .try_with(|slot| {
@@ -202,7 +207,11 @@ mod tests {
             text(strerror_ptr(libc::ETIMEDOUT))
         );
         assert!(text(strerror_ptr(-libc::ESHUTDOWN)).contains("shut down"));
-        assert!(text(strerror_ptr(-libc::EADDRINUSE)).contains("in use"));
+        let in_use = text(strerror_ptr(-libc::EADDRINUSE));
+        assert!(
+            in_use.contains("in use") && !in_use.contains("os error"),
+            "{in_use}"
+        );
         assert!(!text(strerror_ptr(c_int::MIN)).is_empty());
         assert!(!text(strerror_ptr(123_456)).is_empty());
     }

@@ -123,6 +123,7 @@ fn install_with_prefix_and_build_with_pkg_config() {
     assert!(out.stdout.contains("39 calls OK"), "{}", out.stdout);
     let (status, _) = server.wait(RUN_TIMEOUT);
     assert!(status.success());
+    let _ = std::fs::remove_dir_all(&tmp); // a copy of the libraries: large
 }
 
 /// Staged: files land under DESTDIR + PREFIX, while the pkg-config file
@@ -169,4 +170,5 @@ fn install_staged_with_destdir() {
         RUN_TIMEOUT,
     );
     assert!(out.stdout.contains("50 RPCs OK"), "{}", out.stdout);
+    let _ = std::fs::remove_dir_all(&tmp);
 }

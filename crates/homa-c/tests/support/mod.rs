@@ -109,7 +109,11 @@ pub fn built() -> Option<&'static Built> {
         .get_or_init(|| {
             let cc = c_compiler()?;
             let lib = lib_dir().join("libhomars.a");
-            let dir = out_dir("c-programs");
+            // One directory per test binary: they may run at the same time.
+            let exe = std::env::current_exe().expect("test binary path");
+            let stem = exe.file_stem().expect("a file name").to_string_lossy();
+            let name = stem.rsplit_once('-').map_or(&*stem, |(n, _hash)| n);
+            let dir = out_dir(&format!("c-programs-{name}"));
             for (name, src) in PROGRAMS {
                 let mut cmd = Command::new(&cc);
                 cmd.args(CFLAGS)
@@ -118,7 +122,8 @@ pub fn built() -> Option<&'static Built> {
                     .arg(Path::new(CRATE_DIR).join(src))
                     .arg(&lib)
                     .args(NATIVE_LIBS)
-                    .arg("-Wl,--gc-sections")
+                    // Smaller programs: no unused code, no debug info.
+                    .args(["-Wl,--gc-sections", "-Wl,--strip-debug"])
                     .arg("-o")
                     .arg(dir.join(name));
                 run(&mut cmd, RUN_TIMEOUT);
