@@ -46,7 +46,7 @@ static int checks_passed;
         }                                                                   \
     } while (0)
 
-static double now_ms(void)
+static inline double now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);

@@ -71,7 +71,6 @@ struct blocked {
     homars_endpoint *ep;
     homars_rpc rpc; /* id 0: wait for a request instead */
     int result;
-    double returned_at;
 };
 
 static void *block(void *arg)
@@ -82,7 +81,6 @@ static void *block(void *arg)
         b->result = homars_recv_response(b->ep, &b->rpc, -1, &m);
     else
         b->result = homars_recv_request(b->ep, -1, &m);
-    b->returned_at = now_ms();
     return NULL;
 }
 
@@ -120,7 +118,6 @@ int main(void)
     pthread_create(&w2, NULL, block, &idle);
     usleep(100 * 1000); /* let them block */
 
-    double t = now_ms();
     MUST(homars_shutdown(server));
     for (int i = 0; i < WORKERS; i++) {
         void *n;
@@ -128,16 +125,12 @@ int main(void)
         served += (long)n;
     }
     CHECK(served == CLIENTS * CALLS, "served %ld", served);
-    CHECK(now_ms() - t < 1000, "workers released after %.1f ms", now_ms() - t);
 
-    t = now_ms();
     MUST(homars_shutdown(client));
     pthread_join(w1, NULL);
     pthread_join(w2, NULL);
     CHECK(waiting.result == -ESHUTDOWN, "recv_response: %d", waiting.result);
     CHECK(idle.result == -ESHUTDOWN, "recv_request: %d", idle.result);
-    CHECK(waiting.returned_at - t < 1000 && idle.returned_at - t < 1000,
-          "released after %.1f and %.1f ms", waiting.returned_at - t, idle.returned_at - t);
 
     homars_close(mute);
     homars_close(server);
