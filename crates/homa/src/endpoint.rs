@@ -14,6 +14,7 @@
 
 use crate::config::Config;
 use crate::fault::{Faults, Verdict};
+use crate::ready::Readiness;
 use crate::socket::{HomaSocket, RecvBufs};
 use crate::wake::{sleep, Kick};
 use crate::Error;
@@ -21,6 +22,7 @@ use bytes::Bytes;
 use homa_core::{Event, Metrics, Nanos, Pacer, PacketMeta, RpcId, Transmit};
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -173,6 +175,8 @@ pub(crate) struct Inner {
     recv_bufs: Mutex<RecvBufs>,
     background: Mutex<Option<JoinHandle<()>>>,
     stats: Stats,
+    /// The descriptor of [`Endpoint::ready_fd`] (see `ready.rs`).
+    ready: Readiness,
 }
 
 /// Shuts the endpoint down when the last user handle goes away (the
@@ -280,6 +284,7 @@ impl Endpoint {
             bg_cond: Condvar::new(),
             closed: AtomicBool::new(false),
             background: Mutex::new(None),
+            ready: Readiness::new(),
         });
         let bg = inner.clone();
         let handle = std::thread::Builder::new()
@@ -424,6 +429,7 @@ impl Endpoint {
         let was_done = st.done.remove(&id).is_some();
         st.outstanding.remove(&id);
         st.async_responses.remove(&id);
+        inner.sync_ready(&st);
         match st.core.abort(inner.now(), id) {
             Ok(()) => Ok(()),
             Err(_) if was_done => Ok(()),
@@ -458,6 +464,22 @@ impl Endpoint {
         }
     }
 
+    /// A descriptor for `epoll`/`poll`/`select`, readable while a message
+    /// waits to be collected (a request for [`Endpoint::recv_request`], or
+    /// the outcome of a client RPC for [`Endpoint::recv_response`] /
+    /// [`Endpoint::recv_any_response`]) and once the endpoint is shut down.
+    /// Level-triggered; it may be readable for a moment after another
+    /// thread has started to take the last message, so collect with a zero
+    /// timeout and expect [`Error::Timeout`] now and then.
+    ///
+    /// Created on the first call (until then it costs nothing). The
+    /// endpoint owns it: it stays open until the last clone is dropped;
+    /// only poll it, never read, write or close it.
+    pub fn ready_fd(&self) -> Result<BorrowedFd<'_>, Error> {
+        let st = self.inner.lock();
+        Ok(self.inner.ready.fd(self.inner.has_ready(&st))?)
+    }
+
     /// Closes the endpoint: waiting calls return [`Error::Closed`], the
     /// background thread stops, and RPCs in progress are abandoned.
     pub fn shutdown(&self) {
@@ -480,6 +502,18 @@ impl Inner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the readiness descriptor should be readable: a message waits
+    /// or the endpoint is closed.
+    fn has_ready(&self, st: &State) -> bool {
+        self.closed.load(Ordering::Acquire) || !st.requests.is_empty() || !st.done.is_empty()
+    }
+
+    /// Brings the readiness descriptor up to date after `st` changed (a
+    /// no-op until [`Endpoint::ready_fd`] created it).
+    fn sync_ready(&self, st: &State) {
+        self.ready.set(self.has_ready(st));
+    }
+
     pub(crate) fn check_open(&self) -> Result<(), Error> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
@@ -497,6 +531,7 @@ impl Inner {
             let mut st = self.lock();
             st.async_responses.clear();
             st.async_requests.clear();
+            self.sync_ready(&st);
         }
         self.cond.notify_all();
         self.bg_cond.notify_all();
@@ -687,6 +722,9 @@ impl Inner {
                 Event::Response { rpc, message } => Self::finish(st, rpc, Ok(message.into_bytes())),
                 Event::Failed { rpc, error } => Self::finish(st, rpc, Err(error.into())),
             }
+        }
+        if any {
+            self.sync_ready(st);
         }
         any
     }
@@ -909,6 +947,7 @@ impl Inner {
                 .0;
             self.sleepers.fetch_sub(1, Ordering::AcqRel);
         };
+        self.sync_ready(&st);
         if reading {
             st.reader = Reader::Nobody;
             st.reader_free_since = Instant::now();
@@ -972,6 +1011,7 @@ impl Inner {
     ) -> Result<oneshot::Receiver<Result<Bytes, Error>>, Result<Bytes, Error>> {
         let mut st = self.lock();
         if let Some(r) = st.done.remove(&id) {
+            self.sync_ready(&st);
             return Err(r);
         }
         if self.closed.load(Ordering::Acquire) {
@@ -991,6 +1031,7 @@ impl Inner {
     ) -> Result<oneshot::Receiver<Request>, Result<Request, Error>> {
         let mut st = self.lock();
         if let Some(r) = st.requests.pop_front() {
+            self.sync_ready(&st);
             return Err(Ok(r));
         }
         if self.closed.load(Ordering::Acquire) {

@@ -24,6 +24,7 @@ mod contention;
 mod endpoint;
 mod error;
 mod fault;
+mod ready;
 mod socket;
 mod wake;
 
