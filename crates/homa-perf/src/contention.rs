@@ -18,8 +18,9 @@ pub const MAX_BUSY_THREADS: usize = 256;
 pub struct Contention {
     stop: Arc<AtomicBool>,
     spinning: Arc<AtomicUsize>,
-    /// CPU time each spinner has used (ns), updated as it spins.
-    cpu_ns: Vec<Arc<AtomicU64>>,
+    /// Each spinner's kernel thread id (0 until it has started), to read
+    /// its CPU time from /proc without disturbing it.
+    tids: Vec<Arc<AtomicU64>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -35,21 +36,22 @@ impl Contention {
         let stop = Arc::new(AtomicBool::new(false));
         let spinning = Arc::new(AtomicUsize::new(0));
         let mut threads = Vec::with_capacity(n);
-        let mut cpu_ns = Vec::with_capacity(n);
+        let mut tids = Vec::with_capacity(n);
         for i in 0..n {
             let (stop, spinning) = (stop.clone(), spinning.clone());
-            let used = Arc::new(AtomicU64::new(0));
-            cpu_ns.push(used.clone());
+            let tid = Arc::new(AtomicU64::new(0));
+            tids.push(tid.clone());
             let t = std::thread::Builder::new()
                 .name(format!("busy-{i}"))
                 .spawn(move || {
+                    // SAFETY: gettid has no arguments and cannot fail.
+                    tid.store(unsafe { libc::gettid() } as u64, Ordering::SeqCst);
                     spinning.fetch_add(1, Ordering::SeqCst);
                     let mut x = 0x9E37_79B9_7F4A_7C15_u64 ^ i as u64;
                     while !stop.load(Ordering::Relaxed) {
                         for _ in 0..1_000 {
                             x = black_box(x.rotate_left(7).wrapping_mul(0xBF58_476D_1CE4_E5B9));
                         }
-                        used.store(thread_cpu_ns(), Ordering::Relaxed);
                     }
                     spinning.fetch_sub(1, Ordering::SeqCst);
                 })
@@ -59,7 +61,7 @@ impl Contention {
         Ok(Contention {
             stop,
             spinning,
-            cpu_ns,
+            tids,
             threads,
         })
     }
@@ -74,25 +76,28 @@ impl Contention {
         self.spinning.load(Ordering::SeqCst)
     }
 
-    /// CPU time the spinners have used so far (ns; each updates its own
-    /// figure every few microseconds).
+    /// CPU time the spinners have used so far (ns), read from
+    /// `/proc/self/task/TID/schedstat` by the caller: the spinners
+    /// themselves make no system call (asking the kernel for a thread's CPU
+    /// time takes its run queue's lock, which the scheduler needs to wake
+    /// the threads being measured on that CPU).
     pub fn cpu_ns(&self) -> u64 {
-        self.cpu_ns.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+        self.tids
+            .iter()
+            .map(|t| t.load(Ordering::SeqCst))
+            .filter(|&t| t != 0)
+            .map(thread_cpu_ns)
+            .sum()
     }
 }
 
-/// This thread's CPU time (ns).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+/// CPU time (ns) of thread `tid` of this process: the first field of its
+/// schedstat, 0 if it cannot be read.
+fn thread_cpu_ns(tid: u64) -> u64 {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The whole process's CPU time, user and system (ns).
