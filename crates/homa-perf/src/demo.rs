@@ -108,6 +108,11 @@ pub struct DemoResult {
     pub busy_threads: usize,
     /// Wall-clock time of the whole demo (s).
     pub total_s: f64,
+    /// What the host was doing just before the measurements.
+    pub host: crate::host::HostLoad,
+    /// Set when other work kept the CPUs busy: the figures are not those
+    /// of a quiet machine.
+    pub warning: Option<String>,
     /// The measurements, in table order.
     pub rows: Vec<DemoRow>,
     /// The ratios the project tracks.
@@ -203,6 +208,8 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
         ));
     }
     let slice = Duration::from_secs_f64(opts.seconds / f64::from(opts.rounds));
+    // Before our own busy threads start: whatever runs now is other work.
+    let host = crate::host::HostLoad::sample(Duration::from_millis(300));
     let busy = crate::Contention::start(opts.busy_threads)?;
     let began = Instant::now();
     let mut rows = Vec::new();
@@ -274,6 +281,8 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
         homa_poll_us: opts.homa_config.poll_us,
         busy_threads: opts.busy_threads,
         total_s: (began.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        warning: host.warning(),
+        host,
         rows,
         ratios,
     })
@@ -444,6 +453,10 @@ impl DemoResult {
                 n => format!(", {n} busy thread{} spinning", if n == 1 { "" } else { "s" }),
             }
         );
+        let _ = writeln!(out, "{}", self.host.describe());
+        if let Some(w) = &self.warning {
+            let _ = writeln!(out, "{w}");
+        }
         let _ = writeln!(
             out,
             "{:<11} {:<5} {:<9} {:>3} {:>7} {:>9} {:>9} {:>9} {:>8} {:>9} {:>6} {:>9}",

@@ -25,6 +25,7 @@ pub mod contention;
 pub mod demo;
 pub mod error;
 mod homa_rpc;
+pub mod host;
 pub mod lossmatrix;
 pub mod proto;
 pub mod server;

@@ -188,9 +188,22 @@ fn main() {
     init_logging(cli.verbose);
     keep_large_allocations();
     if let Err(e) = run(cli) {
-        eprintln!("homa-perf: {e:#}");
+        eprintln!("homa-perf: {}", describe(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes on one line, each cause once: our errors
+/// already name their source in their own text.
+fn describe(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !out.contains(&c) {
+            out = format!("{out}: {c}");
+        }
+    }
+    out
 }
 
 /// Messages of hundreds of kilobytes are allocated and freed thousands of
@@ -370,6 +383,9 @@ fn run(cli: Cli) -> Result<()> {
                 busy_threads: cli.busy_threads,
             })?;
             if a.json {
+                if let Some(w) = &result.warning {
+                    eprintln!("homa-perf: {w}");
+                }
                 println!("{}", result.to_json_string());
             } else {
                 print!("{}", result.to_table());

@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 
 /// Consecutive failed RPCs after which a worker gives up.
 const MAX_CONSECUTIVE_ERRORS: u32 = 10;
+/// Failed warm-up RPCs, none answered, after which a worker concludes that
+/// no server is there.
+const UNANSWERED_BEFORE_GIVING_UP: u32 = 2;
 
 /// How a failed RPC affects the run.
 #[derive(Debug)]
@@ -111,16 +114,36 @@ pub(crate) fn run_closed_loop(
                     let mut rec = Recorder::new(per_bucket);
                     let mut fatal = None;
                     let mut consecutive = 0u32;
+                    let mut any_answered = false;
                     for _ in 0..warmup_each {
                         let size = params.sizes.next(&mut rng);
-                        if let Err(e) = client.rpc(size) {
-                            tracing::warn!("warm-up RPC failed: {}", e.describe());
-                            if let RpcError::Fatal(e) = e {
+                        match client.rpc(size) {
+                            Ok(_) => {
+                                any_answered = true;
+                                consecutive = 0;
+                            }
+                            Err(RpcError::Fatal(e)) => {
                                 fatal = Some(e);
                                 break;
                             }
+                            Err(e) if !any_answered => {
+                                // Nothing has answered yet: most likely no
+                                // server is there. Say so once, quickly,
+                                // instead of a warning per RPC.
+                                consecutive += 1;
+                                if consecutive >= UNANSWERED_BEFORE_GIVING_UP {
+                                    fatal = Some(PerfError::Usage(format!(
+                                        "the server does not answer ({consecutive} RPCs failed, none succeeded; \
+                                         is a server of this protocol running there?): {}",
+                                        e.describe()
+                                    )));
+                                    break;
+                                }
+                            }
+                            Err(e) => tracing::warn!("warm-up RPC failed: {}", e.describe()),
                         }
                     }
+                    consecutive = 0;
                     ready.fetch_add(1, Ordering::SeqCst);
                     let t0 = loop {
                         if let Some(&t0) = start.get() {

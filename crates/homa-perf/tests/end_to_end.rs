@@ -317,3 +317,44 @@ fn demo_runs_and_reports_every_row_on_a_busy_host() {
     );
     assert_eq!(v["busy_threads"], 1);
 }
+
+#[test]
+fn binary_client_without_a_server_says_so_once() {
+    for protocol in ["tcp", "udp", "homa"] {
+        // A port nothing listens on: bound, then released.
+        let port = std::net::UdpSocket::bind(loopback())
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = format!("127.0.0.1:{port}");
+        let out = homa_perf(&[
+            "client",
+            "--protocol",
+            protocol,
+            "--server",
+            &server,
+            "--count",
+            "100",
+        ]);
+        assert!(
+            !out.status.success(),
+            "{protocol}: exit status {}",
+            out.status
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "{protocol}: one line, not a warning per RPC:\n{stderr}"
+        );
+        assert!(lines[0].starts_with("homa-perf: "), "{stderr}");
+        if protocol != "tcp" {
+            assert!(lines[0].contains("does not answer"), "{stderr}");
+        }
+        // No cause repeated on the line.
+        let l = lines[0];
+        assert!(!l.contains("(os error 111): Connection refused"), "{l}");
+    }
+}
