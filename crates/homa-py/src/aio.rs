@@ -12,6 +12,9 @@
 //! `recv_request` gets it) instead of leaving its client waiting for a
 //! reply that never comes. A cancellation that comes first drops the Rust
 //! future, which the runtime makes safe (a dropped `call` aborts its RPC).
+//! The last case, a task cancelled after its future got the request but
+//! before the task ran again, is `homars.aio`'s: it gives the request back
+//! with `_requeue_request`.
 
 use crate::blocking::{Endpoint, Shared};
 use crate::convert::{message, parse_addr, to_python};
@@ -277,6 +280,16 @@ impl AsyncEndpoint {
             }?;
             Ok(Received { req, ep })
         })
+    }
+
+    /// Gives back a request that was received but will not be handled (its
+    /// task was cancelled as the request arrived): the next `recv_request`
+    /// gets it. Does nothing once the endpoint is closed.
+    #[pyo3(name = "_requeue_request")]
+    fn requeue_request(&self, py: Python<'_>, request: PyRef<'_, Request>) {
+        if let Ok(ep) = self.shared.get(py) {
+            ep.blocking().requeue_request(request.to_runtime(py));
+        }
     }
 
     /// Starts an RPC and returns its id (never waits).

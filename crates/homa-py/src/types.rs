@@ -74,6 +74,14 @@ impl Request {
             data: PyBytes::new(py, &req.message).unbind(),
         }
     }
+
+    /// The runtime request again (copies the message), to give it back.
+    pub(crate) fn to_runtime(&self, py: Python<'_>) -> homa::Request {
+        homa::Request {
+            id: self.id.inner,
+            message: bytes::Bytes::copy_from_slice(self.data.bind(py).as_bytes()),
+        }
+    }
 }
 
 #[pymethods]

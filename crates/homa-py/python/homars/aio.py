@@ -16,7 +16,9 @@ run on a tokio runtime private to homars (one worker thread, started on
 first use) and bridged to an ``asyncio.Future`` of the running loop by the
 native module itself (not ``pyo3-async-runtimes``), so that a result that
 arrives at the moment its task is cancelled is not lost: a request received
-for a cancelled ``recv_request`` goes back to the queue for the next one.
+for a cancelled ``recv_request`` goes back to the queue for the next one
+(whether the cancellation reached the Rust future, the asyncio future, or
+only the task awaiting it).
 Cancelling ``call`` aborts its RPC; cancelling ``recv_response`` leaves the
 RPC in place. The event loop's thread never blocks.
 
@@ -90,7 +92,16 @@ class Endpoint:
     async def recv_request(self, timeout: Optional[float] = None) -> Request:
         """The next request, within ``timeout`` seconds (``None``: no limit).
         Answer it with :meth:`reply`."""
-        return await self._ep.recv_request(timeout)
+        fut = self._ep.recv_request(timeout)
+        try:
+            return await fut
+        except BaseException:
+            # Cancelled after the request was set on the future but before
+            # this task ran again: asyncio throws CancelledError in here and
+            # the request would be lost. It goes back to the queue instead.
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                self._ep._requeue_request(fut.result())
+            raise
 
     async def reply(self, id: RpcId, data: Buffer) -> None:
         """Sends the response to request ``id`` (completes at once)."""
