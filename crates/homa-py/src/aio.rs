@@ -165,8 +165,11 @@ fn deliver<T: Outcome>(event_loop: Py<PyAny>, target: Py<PyAny>, outcome: Result
                 }
             },
         );
-        let scheduled =
-            set.and_then(|f| event_loop.bind(py).call_method1("call_soon_threadsafe", (f,)));
+        let scheduled = set.and_then(|f| {
+            event_loop
+                .bind(py)
+                .call_method1("call_soon_threadsafe", (f,))
+        });
         if scheduled.is_err() {
             // The loop is closed: nobody will ever take the outcome.
             let taken = slot.lock().unwrap_or_else(|p| p.into_inner()).take();

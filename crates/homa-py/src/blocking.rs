@@ -249,7 +249,10 @@ impl Endpoint {
         match wait_sliced(py, limit, |slice| ep.recv_any_response(Some(slice))) {
             Waited::Done(Ok((id, Ok(resp)))) => {
                 let resp = PyBytes::new(py, &resp);
-                PyTuple::new(py, [Bound::new(py, RpcId::from(id))?.into_any(), resp.into_any()])
+                PyTuple::new(
+                    py,
+                    [Bound::new(py, RpcId::from(id))?.into_any(), resp.into_any()],
+                )
             }
             Waited::Done(Ok((id, Err(e)))) => {
                 let err = to_py(py, e);
@@ -276,7 +279,12 @@ impl Endpoint {
     }
 
     /// Sends the response to a request (does not wait for delivery).
-    pub(crate) fn reply(&self, py: Python<'_>, id: PyRef<'_, RpcId>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+    pub(crate) fn reply(
+        &self,
+        py: Python<'_>,
+        id: PyRef<'_, RpcId>,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let id = id.inner;
         let data = message(data)?;
         let ep = self.shared.get(py)?;

@@ -22,9 +22,7 @@ fn build<'py>(
     args: impl pyo3::call::PyCallArgs<'py>,
     attrs: &[(&str, Bound<'py, PyAny>)],
 ) -> PyResult<PyErr> {
-    let module = ERRORS.get_or_try_init(py, || {
-        py.import("homars.errors").map(|m| m.unbind())
-    })?;
+    let module = ERRORS.get_or_try_init(py, || py.import("homars.errors").map(|m| m.unbind()))?;
     let exc = module.bind(py).getattr(class)?.call1(args)?;
     for (name, value) in attrs {
         exc.setattr(*name, value)?;

@@ -10,7 +10,14 @@ use pyo3::types::PyBytes;
 ///
 /// Returned by `send_request` and carried by `Request.id`; passed to
 /// `recv_response`, `reply` and `abort`. Immutable, hashable, comparable.
-#[pyclass(frozen, eq, hash, from_py_object, module = "homars._native", name = "RpcId")]
+#[pyclass(
+    frozen,
+    eq,
+    hash,
+    from_py_object,
+    module = "homars._native",
+    name = "RpcId"
+)]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RpcId {
     pub(crate) inner: homa::RpcId,
