@@ -109,19 +109,64 @@ where
     let event_loop = event_loop.unbind();
     let target = py_fut.clone().unbind();
     rt.spawn(async move {
-        let outcome = tokio::select! {
+        // A task of its own, so that a panic in it becomes an exception
+        // rather than a future that never resolves.
+        let mut task = tokio::spawn(fut);
+        let joined = tokio::select! {
             biased;
-            r = fut => r,
-            _ = cancel_rx => return,
+            r = &mut task => r,
+            _ = cancel_rx => {
+                task.abort();
+                // It may have finished just before: give back its value.
+                if let Ok(Ok(v)) = task.await {
+                    v.orphan();
+                }
+                return;
+            }
+        };
+        let outcome = match joined {
+            Ok(r) => r.map_err(Failure::Homa),
+            Err(e) => Err(Failure::Panic(panic_text(e))),
         };
         deliver(event_loop, target, outcome);
     });
     Ok(py_fut)
 }
 
+/// Why a future produced no value.
+enum Failure {
+    /// The runtime's error.
+    Homa(homa::Error),
+    /// The future panicked (a bug): its message.
+    Panic(String),
+}
+
+impl Failure {
+    fn into_py(self, py: Python<'_>) -> PyErr {
+        match self {
+            Failure::Homa(e) => to_py(py, e),
+            Failure::Panic(text) => pyo3::panic::PanicException::new_err(format!(
+                "homars: the runtime panicked: {text}"
+            )),
+        }
+    }
+}
+
+/// The message of a task that panicked (or was cancelled).
+fn panic_text(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(p) => p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into()),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// Hands `outcome` to the event loop's thread, which sets it on `target`
 /// unless that is already done (cancelled); then the outcome is orphaned.
-fn deliver<T: Outcome>(event_loop: Py<PyAny>, target: Py<PyAny>, outcome: Result<T, homa::Error>) {
+fn deliver<T: Outcome>(event_loop: Py<PyAny>, target: Py<PyAny>, outcome: Result<T, Failure>) {
     Python::attach(|py| {
         let slot = Arc::new(Mutex::new(Some(outcome)));
         let slot_in_loop = slot.clone();
@@ -160,7 +205,7 @@ fn deliver<T: Outcome>(event_loop: Py<PyAny>, target: Py<PyAny>, outcome: Result
                         }
                     },
                     Err(e) => target
-                        .call_method1("set_exception", (to_py(py, e).into_value(py),))
+                        .call_method1("set_exception", (e.into_py(py).into_value(py),))
                         .map(drop),
                 }
             },
