@@ -2,7 +2,7 @@
 
 import asyncio
 from types import TracebackType
-from typing import Any, Dict, Optional, Tuple, Type
+from typing import Any, Dict, Literal, Optional, Tuple, Type
 
 from ._types import Address, Buffer, ConfigLike
 
@@ -83,7 +83,7 @@ class Endpoint:
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> bool: ...
+    ) -> Literal[False]: ...
 
 class AsyncEndpoint:
     """The asyncio view of an endpoint; use ``homars.aio.Endpoint``."""
