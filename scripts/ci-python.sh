@@ -5,10 +5,10 @@
 # pytest suite against the installed package.
 #
 # Needs python3 (3.8 or newer, with the venv module) and PyPI for maturin,
-# pytest and pytest-asyncio. PYTHON picks another interpreter. About 3
-# minutes on the 2-core CI machine from a clean target/: ~160 s the release
-# build of the extension (fat LTO, the workspace's release profile), ~4 s
-# the 64 tests.
+# pytest and pytest-asyncio. PYTHON picks another interpreter. 1.5 to 3
+# minutes on the 2-core CI machine from a clean target/ (measured 94 s and
+# 183 s, the machine busier): 80-160 s the release build of the extension
+# (fat LTO, the workspace's release profile), ~4 s the 64 tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${PYTHON:-python3}"
