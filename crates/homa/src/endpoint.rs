@@ -413,6 +413,16 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Gives back a request taken with [`Endpoint::recv_request`] (or
+    /// [`crate::AsyncEndpoint::recv_request`]) that will not be handled
+    /// after all: the next receiver, blocking or async, gets it before any
+    /// request that came later. For a caller that was cancelled just as the
+    /// request arrived (the async API and the Python bindings use it). The
+    /// RPC itself is untouched: it still awaits its reply.
+    pub fn requeue_request(&self, request: Request) {
+        self.inner.requeue_request(request);
+    }
+
     /// A snapshot of an RPC's protocol state (see
     /// [`homa_core::Endpoint::rpc_snapshot`]; it displays as one line), for
     /// diagnostics.
@@ -1023,6 +1033,29 @@ impl Inner {
         let (tx, rx) = oneshot::channel();
         st.async_responses.insert(id, tx);
         Ok(rx)
+    }
+
+    /// Puts a request back at the head of the queue (or hands it to the
+    /// first async waiter still there) and wakes whoever waits.
+    pub(crate) fn requeue_request(&self, request: Request) {
+        let mut st = self.lock();
+        st.generation += 1;
+        let mut req = Some(request);
+        while let Some(tx) = st.async_requests.pop_front() {
+            match tx.send(req.take().expect("present until sent")) {
+                Ok(()) => break,
+                Err(r) => req = Some(r), // that waiter has gone
+            }
+        }
+        if let Some(r) = req {
+            st.requests.push_front(r);
+        }
+        drop(st);
+        self.wake_sleepers();
+        if self.waiters.load(Ordering::Acquire) > 0 {
+            // The reader may sleep on the socket: it checks the queue again.
+            self.kick.kick();
+        }
     }
 
     /// Registers an async waiter for the next request.

@@ -718,3 +718,84 @@ fn toml_unknown_keys_are_rejected() {
         }
     }
 }
+
+/// A waker that only records that it was woken.
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The async API's futures can be dropped at any point without losing
+/// anything: a `recv_request` dropped after a request was handed to it
+/// (its waker fired, it was not polled again) gives the request back; a
+/// dropped `call` aborts its RPC; and `recv_response` of an RPC aborted
+/// meanwhile says `UnknownRpc`, not `Closed`.
+#[test]
+fn async_futures_are_cancel_safe() {
+    use std::future::Future;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Waker};
+
+    let server = AsyncEndpoint::bind(any4(), Config::default()).unwrap();
+    let client = Endpoint::bind(any4(), Config::default()).unwrap();
+    let flag = Arc::new(Flag(AtomicBool::new(false)));
+    let waker = Waker::from(flag.clone());
+    let mut cx = Context::from_waker(&waker);
+    {
+        let mut fut = std::pin::pin!(server.recv_request());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        client
+            .send_request(server.local_addr(), pattern(1, 100))
+            .unwrap();
+        assert!(
+            common::wait_for(Duration::from_secs(5), || flag.0.load(Ordering::SeqCst)),
+            "the request never reached the waiting future"
+        );
+        // Dropped here, with the request inside.
+    }
+    let req = server
+        .blocking()
+        .recv_request(Some(CALL_TIMEOUT))
+        .expect("the request handed to the dropped future is given back");
+    assert_eq!(req.message, pattern(1, 100));
+    server.reply(req.id, Bytes::from_static(b"ok")).unwrap();
+
+    // recv_response of an RPC aborted while it waits.
+    let (_hold, dest) = silent_port();
+    let a = AsyncEndpoint::bind(any4(), Config::default()).unwrap();
+    let id = a.send_request(dest, Bytes::from_static(b"x")).unwrap();
+    {
+        let mut fut = std::pin::pin!(a.recv_response(id));
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        a.abort(id).unwrap();
+        match fut.as_mut().poll(&mut cx) {
+            Poll::Ready(Err(Error::UnknownRpc(i))) => assert_eq!(i, id),
+            other => panic!("expected UnknownRpc, got {other:?}"),
+        }
+    }
+
+    // A call dropped before its response: the RPC is aborted.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = a.metrics().rpcs_aborted;
+    let r = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_millis(10),
+            a.call(dest, Bytes::from_static(b"x"), CALL_TIMEOUT),
+        )
+        .await
+    });
+    assert!(r.is_err(), "the silent port answered: {r:?}");
+    let m = a.metrics();
+    assert_eq!(
+        (m.rpcs_aborted - before, m.active_client_rpcs),
+        (1, 0),
+        "a dropped call leaves nothing behind"
+    );
+}
