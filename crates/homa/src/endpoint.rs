@@ -85,6 +85,9 @@ pub struct RuntimeStats {
     pub recv_calls: u64,
     /// Times the pacer held a packet back.
     pub pacer_holds: u64,
+    /// Times a thread that is not the reader left a packet with the pacer
+    /// and woke the reader so that it would send it on time.
+    pub pacer_kicks: u64,
     /// Received packets whose IP header carried the ECN mark "congestion
     /// experienced" (CE), in packets (a GRO batch counts as the packets it
     /// holds). Read in SIRD mode only (the socket asks for the TOS byte
@@ -151,6 +154,7 @@ struct Stats {
     port_mismatch_drops: AtomicU64,
     recv_calls: AtomicU64,
     pacer_holds: AtomicU64,
+    pacer_kicks: AtomicU64,
     ce_received: AtomicU64,
 }
 
@@ -341,6 +345,7 @@ impl Endpoint {
         let id = st.core.send_request(now, dest, request)?;
         st.outstanding.insert(id);
         let out = inner.take_output(&mut st, now);
+        inner.wake_reader_for_pacer(&st);
         drop(st);
         inner.send_out(out);
         Ok(id)
@@ -408,6 +413,7 @@ impl Endpoint {
         let now = inner.now();
         st.core.reply(now, id, response)?;
         let out = inner.take_output(&mut st, now);
+        inner.wake_reader_for_pacer(&st);
         drop(st);
         inner.send_out(out);
         Ok(())
@@ -470,6 +476,7 @@ impl Endpoint {
             port_mismatch_drops: get(&s.port_mismatch_drops),
             recv_calls: get(&s.recv_calls),
             pacer_holds: get(&s.pacer_holds),
+            pacer_kicks: get(&s.pacer_kicks),
             ce_received: get(&s.ce_received),
         }
     }
@@ -554,6 +561,24 @@ impl Inner {
             if h.thread().id() != std::thread::current().id() {
                 let _ = h.join();
             }
+        }
+    }
+
+    /// Called by a thread that is not the reader after it left output to
+    /// the pacer: the reader may be asleep with a deadline computed before
+    /// that packet was held (up to [`MAX_SLEEP`]), and only it sends held
+    /// packets. Kicked, it recomputes its deadline. (A blocking caller is
+    /// about to become the reader itself; async callers and other threads
+    /// are not, and without this a 100 KB async call took 4.7 ms instead of
+    /// 0.7 ms.)
+    fn wake_reader_for_pacer(&self, st: &State) {
+        if st.held.is_none() {
+            return;
+        }
+        self.stats.pacer_kicks.fetch_add(1, Ordering::Relaxed);
+        match st.reader {
+            Reader::Nobody => self.bg_cond.notify_one(),
+            Reader::App | Reader::Background => self.kick.kick(),
         }
     }
 
