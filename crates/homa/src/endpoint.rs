@@ -705,6 +705,14 @@ impl Inner {
     /// `homa_core::Endpoint::handle_packet_backlogged`); `meta.ce`: the
     /// packet came marked CE.
     fn deliver(&self, st: &mut State, now: Nanos, src: SocketAddr, bytes: &[u8], meta: PacketMeta) {
+        if self.ports_match(src, bytes) {
+            st.core.handle_packet_meta(now, src.ip(), bytes, meta);
+        }
+    }
+
+    /// UDP only: whether the Homa header's ports agree with the datagram's
+    /// UDP source port and this endpoint's port (counted and false if not).
+    fn ports_match(&self, src: SocketAddr, bytes: &[u8]) -> bool {
         if self.sock.has_udp_ports() && bytes.len() >= 4 {
             let sport = u16::from_be_bytes([bytes[0], bytes[1]]);
             let dport = u16::from_be_bytes([bytes[2], bytes[3]]);
@@ -712,10 +720,10 @@ impl Inner {
                 self.stats
                     .port_mismatch_drops
                     .fetch_add(1, Ordering::Relaxed);
-                return;
+                return false;
             }
         }
-        st.core.handle_packet_meta(now, src.ip(), bytes, meta);
+        true
     }
 
     /// Hands packets to the kernel, up to 64 per system call.
@@ -856,6 +864,21 @@ impl Inner {
             let backlogged = n == max && max > 1;
             let mut ce_marks = 0;
             for i in 0..n {
+                // A large packet alone in its buffer is kept as it is (no
+                // copy), unless the fault shim wants a copy to play with.
+                let owned = if st.faults.is_none() {
+                    rb.take_datagram(i)
+                } else {
+                    None
+                };
+                if let Some((src, bytes, ce)) = owned {
+                    ce_marks += ce as u64;
+                    let meta = PacketMeta { ce, backlogged };
+                    if self.ports_match(src, &bytes) {
+                        st.core.handle_packet_bytes_meta(now, src.ip(), bytes, meta);
+                    }
+                    continue;
+                }
                 let (src, bytes, ce) = rb.datagram(i);
                 ce_marks += ce as u64;
                 self.receive(&mut st, now, src, bytes, PacketMeta { ce, backlogged });

@@ -98,13 +98,33 @@ impl Endpoint {
     /// Like [`Endpoint::handle_packet`], but DATA bytes are kept as slices
     /// of `data` (no copy) until the message is delivered.
     pub fn handle_packet_bytes(&mut self, now: Nanos, src: IpAddr, data: Bytes) {
+        self.handle_packet_bytes_meta(now, src, data, PacketMeta::default());
+    }
+
+    /// [`Endpoint::handle_packet_bytes`] with what the driver knows of the
+    /// packet (ECN mark, backlog), as [`Endpoint::handle_packet_meta`]. A
+    /// driver that owns its receive buffer uses this to keep a large
+    /// packet's payload without a copy; it should copy small packets
+    /// instead (a slice keeps its whole buffer alive, and receive memory is
+    /// counted in payload bytes).
+    pub fn handle_packet_bytes_meta(
+        &mut self,
+        now: Nanos,
+        src: IpAddr,
+        data: Bytes,
+        meta: PacketMeta,
+    ) {
+        if meta.backlogged && self.shed_unproven_start(now, src, &data) {
+            self.metrics.shed_unproven_requests += 1;
+            return;
+        }
         match Packet::parse(&data) {
             Ok(p) => {
                 let payload = match &p.body {
                     Body::Data { payload, .. } if !payload.is_empty() => data.slice_ref(payload),
                     _ => Bytes::new(),
                 };
-                self.dispatch(now, src, p, payload, data.len(), PacketMeta::default());
+                self.dispatch(now, src, p, payload, data.len(), meta);
             }
             Err(e) => self.malformed(src, &e),
         }

@@ -12,6 +12,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 /// Largest datagram a receive buffer holds (a GRO batch or a 64 KiB packet).
 const RECV_BUF: usize = 65_536;
 
+/// A datagram at least this long that fills its receive buffer alone is
+/// handed on as that buffer (no copy; a new buffer takes its place): a
+/// slice keeps its whole buffer alive, so smaller ones are copied, and the
+/// memory a kept packet pins stays within 4x the payload the core counts.
+const ZERO_COPY_MIN: usize = RECV_BUF / 4;
+
 /// One received packet (a GRO batch is cut into its packets).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Datagram {
@@ -24,10 +30,15 @@ pub(crate) struct Datagram {
     len: usize,
     /// Its IP header carried ECN CE (known only when the socket reads ECN).
     pub(crate) ce: bool,
+    /// Alone in its buffer (not one of a GRO batch's packets).
+    alone: bool,
 }
 
 /// Receive buffers, reused across calls by whichever thread is reading.
 pub(crate) struct RecvBufs {
+    /// Each has capacity [`RECV_BUF`]; the kernel writes into it through a
+    /// raw pointer, and its length covers what has been written so far
+    /// (so only initialised bytes are ever read).
     bufs: Vec<Vec<u8>>,
     names: Vec<libc::sockaddr_storage>,
     cmsgs: Vec<CmsgBuf>,
@@ -46,7 +57,7 @@ impl RecvBufs {
     pub(crate) fn new(batch: usize) -> RecvBufs {
         let n = batch.max(1);
         RecvBufs {
-            bufs: (0..n).map(|_| vec![0u8; RECV_BUF]).collect(),
+            bufs: (0..n).map(|_| Vec::with_capacity(RECV_BUF)).collect(),
             // SAFETY: all-zero is a valid value for these plain C structs.
             names: vec![unsafe { zeroed() }; n],
             cmsgs: vec![[0u64; 8]; n],
@@ -60,6 +71,37 @@ impl RecvBufs {
     pub(crate) fn datagram(&self, i: usize) -> (SocketAddr, &[u8], bool) {
         let d = self.got[i];
         (d.src, &self.bufs[d.buf][d.start..d.start + d.len], d.ce)
+    }
+
+    /// Datagram `i` as owned bytes without a copy, if it is large
+    /// ([`ZERO_COPY_MIN`]) and alone in its buffer: the buffer is handed
+    /// over and a fresh one takes its place. `None` otherwise (read it with
+    /// [`RecvBufs::datagram`]). Each datagram is taken at most once.
+    pub(crate) fn take_datagram(&mut self, i: usize) -> Option<(SocketAddr, bytes::Bytes, bool)> {
+        let d = self.got[i];
+        if !d.alone || d.len < ZERO_COPY_MIN {
+            return None;
+        }
+        let buf = std::mem::replace(&mut self.bufs[d.buf], Vec::with_capacity(RECV_BUF));
+        let b = bytes::Bytes::from(buf).slice(d.start..d.start + d.len);
+        Some((d.src, b, d.ce))
+    }
+}
+
+/// The pointer and room the kernel may write a datagram to: the whole
+/// capacity of `buf`, initialised or not.
+fn room(buf: &mut Vec<u8>) -> (*mut libc::c_void, usize) {
+    (buf.as_mut_ptr() as *mut libc::c_void, buf.capacity())
+}
+
+/// Extends `buf`'s length over the `written` bytes the kernel just wrote.
+fn written(buf: &mut Vec<u8>, written: usize) {
+    let written = written.min(buf.capacity());
+    if buf.len() < written {
+        // SAFETY: the kernel initialised the first `written` bytes (a
+        // receive call returned that length), and `written` is within the
+        // capacity; bytes below the old length were initialised before.
+        unsafe { buf.set_len(written) };
     }
 }
 
@@ -82,9 +124,9 @@ impl HomaSocket {
         } = rb;
         got.clear();
         iovs.clear();
-        iovs.extend(bufs.iter_mut().take(n).map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
+        iovs.extend(bufs.iter_mut().take(n).map(|b| {
+            let (iov_base, iov_len) = room(b);
+            libc::iovec { iov_base, iov_len }
         }));
         msgs.clear();
         for i in 0..n {
@@ -115,6 +157,7 @@ impl HomaSocket {
         }
         for (i, m) in msgs.iter().enumerate().take(r as usize) {
             let len = m.msg_len as usize;
+            written(&mut bufs[i], len);
             let Some(src) = sockaddr_addr(&names[i]) else {
                 continue;
             };
@@ -135,6 +178,7 @@ impl HomaSocket {
                             start: start + off,
                             len: l,
                             ce,
+                            alone: false,
                         });
                         off += l;
                     }
@@ -145,6 +189,7 @@ impl HomaSocket {
                     start,
                     len,
                     ce,
+                    alone: true,
                 }),
             }
         }
@@ -183,12 +228,14 @@ impl HomaSocket {
         let mut name: libc::sockaddr_storage = unsafe { zeroed() };
         let mut namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         let buf = &mut rb.bufs[0];
-        // SAFETY: buf and name are live, writable and as long as we say.
+        let (ptr, room) = room(buf);
+        // SAFETY: buf's capacity and name are live, writable and as long as
+        // we say.
         let r = unsafe {
             libc::recvfrom(
                 self.fd(),
-                buf.as_mut_ptr() as *mut libc::c_void,
-                buf.len(),
+                ptr,
+                room,
                 libc::MSG_DONTWAIT,
                 &mut name as *mut _ as *mut libc::sockaddr,
                 &mut namelen,
@@ -197,6 +244,7 @@ impl HomaSocket {
         if r < 0 {
             return nothing_received();
         }
+        written(buf, r as usize);
         let Some(src) = sockaddr_addr(&name) else {
             return Ok(0);
         };
@@ -210,6 +258,7 @@ impl HomaSocket {
             start,
             len,
             ce,
+            alone: true,
         });
         Ok(1)
     }
@@ -219,10 +268,8 @@ impl HomaSocket {
         // SAFETY: all-zero is a valid sockaddr_storage.
         let mut name: libc::sockaddr_storage = unsafe { zeroed() };
         let buf = &mut rb.bufs[0];
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
+        let (iov_base, iov_len) = room(buf);
+        let mut iov = libc::iovec { iov_base, iov_len };
         let control = &mut rb.cmsgs[0];
         // SAFETY: all-zero is a valid msghdr.
         let mut m: libc::msghdr = unsafe { zeroed() };
@@ -238,6 +285,7 @@ impl HomaSocket {
         if r < 0 {
             return nothing_received();
         }
+        written(&mut rb.bufs[0], r as usize);
         let Some(src) = sockaddr_addr(&name) else {
             return Ok(0);
         };
@@ -248,6 +296,7 @@ impl HomaSocket {
             start: 0,
             len: r as usize,
             ce: tos.is_some_and(cmsg::is_ce),
+            alone: true,
         });
         Ok(1)
     }
@@ -285,5 +334,46 @@ fn sockaddr_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
             Some(SocketAddr::new(ip, u16::from_be(sin6.sin6_port)))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Transport;
+
+    /// Large datagrams are handed over without a copy (and a fresh buffer
+    /// takes their place); small ones are only lent; every byte is right
+    /// whichever way, also in the buffer that replaced a taken one.
+    #[test]
+    fn large_datagrams_are_taken_small_ones_lent() {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (sock, local) =
+            HomaSocket::open(any, Transport::Udp, 1 << 20, false, false, false).expect("open");
+        let tx = std::net::UdpSocket::bind(any).unwrap();
+        let big: Vec<u8> = (0..40_000u32).map(|i| (i * 7) as u8).collect();
+        let mut rb = RecvBufs::new(4);
+        for round in 0..3u8 {
+            tx.send_to(&big, local).unwrap();
+            tx.send_to(&[round; 100], local).unwrap();
+            let mut got = 0;
+            while got < 2 {
+                let n = sock.recv(&mut rb, 4).unwrap();
+                for i in 0..n {
+                    let (_, bytes, _) = rb.datagram(i);
+                    if bytes.len() == big.len() {
+                        assert_eq!(bytes, &big[..], "round {round}: lent view");
+                        let (src, owned, _) = rb.take_datagram(i).expect("large: taken");
+                        assert_eq!(src.port(), tx.local_addr().unwrap().port());
+                        assert_eq!(&owned[..], &big[..], "round {round}: taken bytes");
+                    } else {
+                        assert_eq!(bytes, &[round; 100][..], "round {round}");
+                        assert!(rb.take_datagram(i).is_none(), "small: copied, not taken");
+                    }
+                }
+                got += n;
+            }
+        }
+        assert!(rb.bufs.iter().all(|b| b.capacity() >= RECV_BUF));
     }
 }
