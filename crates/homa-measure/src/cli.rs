@@ -208,7 +208,15 @@ pub fn check_output_file(flag: &str, file: &Path) -> Result<(), ArgError> {
     };
     check_output_dir(flag, dir).map_err(|e| match e {
         ArgError::Output { problem, .. } => {
-            output_error(flag, file, format!("its directory {}", problem))
+            // Name the directory where the check of `dir` spoke of itself.
+            let problem = match problem.as_str() {
+                "exists and is not a directory" => {
+                    format!("{} is a file, not a directory", dir.display())
+                }
+                "is not writable" => format!("{} is not writable", dir.display()),
+                _ => problem,
+            };
+            output_error(flag, file, problem)
         }
         other => other,
     })
