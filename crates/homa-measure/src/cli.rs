@@ -99,14 +99,19 @@ pub enum ArgError {
 
 /// Writes a range in interval notation: `(0, 1]`, `[1, 8]`, `[0, ∞)`.
 fn fmt_range<R: RangeBounds<f64>>(range: &R) -> String {
+    let num = |v: &f64| match *v {
+        v if v == f64::INFINITY => "∞".to_string(),
+        v if v == f64::NEG_INFINITY => "-∞".to_string(),
+        v => v.to_string(),
+    };
     let lo = match range.start_bound() {
-        Bound::Included(v) => format!("[{v}"),
-        Bound::Excluded(v) => format!("({v}"),
+        Bound::Included(v) => format!("[{}", num(v)),
+        Bound::Excluded(v) => format!("({}", num(v)),
         Bound::Unbounded => "(-∞".to_string(),
     };
     let hi = match range.end_bound() {
-        Bound::Included(v) => format!("{v}]"),
-        Bound::Excluded(v) => format!("{v})"),
+        Bound::Included(v) => format!("{}]", num(v)),
+        Bound::Excluded(v) => format!("{})", num(v)),
         Bound::Unbounded => "∞)".to_string(),
     };
     format!("{lo}, {hi}")
@@ -362,6 +367,8 @@ mod tests {
         assert_eq!(e.to_string(), "--steps must be in [0, 20], got 40");
         let e = check_in("--seconds", -1.0, (Bound::Excluded(0.0), Bound::Unbounded)).unwrap_err();
         assert_eq!(e.to_string(), "--seconds must be in (0, ∞), got -1");
+        let e = check_in("--warmup", -1.0, 0.0..f64::INFINITY).unwrap_err();
+        assert_eq!(e.to_string(), "--warmup must be in [0, ∞), got -1");
     }
 
     fn temp(tag: &str) -> PathBuf {
