@@ -18,8 +18,15 @@ use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// Time constant (s) over which a new estimate replaces the previous one.
+/// Longest time constant (s) over which a new estimate replaces the
+/// previous one; shorter early on (a quarter of the time elapsed, at least
+/// a second), so that the estimate of a short job follows its pace.
 const SMOOTHING_S: f64 = 30.0;
+
+/// No estimate before this share of the work is done...
+const MIN_SHARE: f64 = 0.01;
+/// ... nor before this many seconds have passed.
+const MIN_ELAPSED_S: f64 = 2.0;
 
 /// The estimate of the time left, from work done and time spent.
 #[derive(Debug, Clone)]
@@ -48,16 +55,18 @@ impl Eta {
     }
 
     /// Seconds left after `done` units in `elapsed_s` seconds, or `None`
-    /// before any work is done. The raw estimate, work left ÷ the average
+    /// before 1% of the work is done and 2 s have passed. The raw estimate, work left ÷ the average
     /// rate so far, is blended into the previous one (counted down by the
-    /// time since) with weight `1 - exp(-dt / 30 s)`, so that one job
-    /// finishing early or late moves it a little, and only a lasting change
-    /// of pace moves it far.
+    /// time since) with weight `1 - exp(-dt / τ)`, τ a quarter of the time
+    /// elapsed between 1 and 30 s, so that one job finishing early or late
+    /// moves it a little, and only a lasting change of pace moves it far.
     pub fn estimate(&mut self, done: f64, elapsed_s: f64) -> Option<f64> {
         if done >= self.total {
             return Some(0.0);
         }
-        if done <= 0.0 || elapsed_s <= 0.0 {
+        // Too little seen yet to tell the pace: the first jobs done in a
+        // fraction of a second would make any figure a guess.
+        if done < MIN_SHARE * self.total || elapsed_s < MIN_ELAPSED_S {
             return self
                 .last
                 .map(|(at, left)| (left - (elapsed_s - at)).max(0.0));
@@ -68,7 +77,8 @@ impl Eta {
             Some((at, prev)) => {
                 let dt = (elapsed_s - at).max(0.0);
                 let carried = (prev - dt).max(0.0);
-                let w = 1.0 - (-dt / SMOOTHING_S).exp();
+                let tau = (0.25 * elapsed_s).clamp(1.0, SMOOTHING_S);
+                let w = 1.0 - (-dt / tau).exp();
                 carried + w * (raw - carried)
             }
         };
@@ -311,6 +321,9 @@ mod tests {
         // 10 of the remaining 50 units in 10 s: 40 s left.
         assert_eq!(eta.estimate(10.0, 10.0), Some(40.0));
         assert_eq!(Eta::new(10.0).estimate(0.0, 5.0), None);
+        // Not from the first instants or the first crumbs of work.
+        assert_eq!(Eta::new(1000.0).estimate(500.0, 1.0), None);
+        assert_eq!(Eta::new(1000.0).estimate(5.0, 10.0), None);
     }
 
     #[test]

@@ -145,13 +145,16 @@ impl Task {
             Task::Run(s) => (s, "run"),
             Task::Search(s, _) => (s, "load search"),
         };
-        format!(
-            "{what} {} {} {} {:.0}%",
-            s.protocol,
-            s.label,
-            s.traffic.workload,
-            s.traffic.load * 100.0
-        )
+        let load = match self {
+            Task::Run(s) => format!(" {:.0}%", s.traffic.load * 100.0),
+            Task::Search(..) => String::new(),
+        };
+        let label = if s.label.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", s.label)
+        };
+        format!("{what} {}{label} {}{load}", s.protocol, s.traffic.workload)
     }
 }
 
@@ -159,10 +162,16 @@ impl Task {
 /// of the default topology.
 const WORK_PACKET_BYTES: u64 = 1_400;
 
+/// Work of building a simulation (the network, the hosts), in packets:
+/// about what a run of a few thousand small messages costs besides.
+const RUN_SETUP_WORK: f64 = 10_000.0;
+
 /// The simulated work of one run of `s`, in data packets (a message of
-/// any size takes one at least): what a run's wall time grows with, across
-/// workloads whose mean sizes differ ten thousandfold, so the estimate of
-/// the time left rests on it rather than on a count of runs.
+/// any size takes one at least, and costs about one more in grants, acks
+/// and bookkeeping), plus the building of the simulation: what a run's
+/// wall time grows with, across workloads whose mean sizes differ ten
+/// thousandfold, so the estimate of the time left rests on it rather than
+/// on a count of runs.
 pub fn work(s: &Scenario) -> f64 {
     let packets = homa_measure::cdf::SizeDist::by_name(&s.traffic.workload)
         .map(|d| {
@@ -172,7 +181,7 @@ pub fn work(s: &Scenario) -> f64 {
                 .sum::<f64>()
         })
         .unwrap_or(1.0);
-    s.messages as f64 * packets
+    RUN_SETUP_WORK + s.messages as f64 * (packets + 1.0)
 }
 
 impl Task {

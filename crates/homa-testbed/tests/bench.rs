@@ -82,7 +82,13 @@ fn smoke_bench_runs_both_protocols_and_tears_down() {
     assert!(output.status.success(), "bench failed:\n{stderr}");
     // Without a terminal, a line per finished run, with the time left.
     assert!(
-        stderr.contains("[1/3] w3: idle round-trip times measured; ETA"),
+        stderr.contains("[1/3] w3: idle round-trip times measured"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("[2/3] w3: Homa at 80% load: ") && l.contains("; ETA ")),
         "{stderr}"
     );
     assert!(stderr.contains("[3/3] w3: TCP at 80% load"), "{stderr}");
