@@ -180,9 +180,14 @@ impl Progress {
             || "ETA -".to_string(),
             |l| format!("ETA {}", fmt_duration(l)),
         );
+        let current = if s.current.is_empty() {
+            String::new()
+        } else {
+            format!(" · {}", s.current)
+        };
         self.bar.set_message(format!(
-            "{}/{} jobs, {eta} · {}",
-            s.jobs_done, self.jobs, s.current
+            "{}/{} jobs, {eta}{current}",
+            s.jobs_done, self.jobs
         ));
     }
 
