@@ -8,7 +8,10 @@
 //! * [`quantile`]: nearest-rank quantiles of measured samples;
 //! * [`buckets`]: size buckets, fixed classes and workload-relative cuts;
 //! * [`plot`]: PNG slowdown, bar and line plots;
-//! * [`table`]: compact sizes, CSV fields and markdown tables.
+//! * [`table`]: compact sizes, CSV fields and markdown tables;
+//! * [`cli`]: what every command-line tool does alike (errors, argument
+//!   checks, broken pipes, defaults in `--help`);
+//! * [`progress`]: progress bars and a steady estimate of the time left.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
@@ -17,6 +20,7 @@ pub mod cdf;
 #[allow(unsafe_code)] // one libc call, see the module
 pub mod cli;
 pub mod plot;
+pub mod progress;
 pub mod quantile;
 pub mod table;
 

@@ -147,7 +147,8 @@ fn finite_points(s: &Series, positive_y: bool) -> impl Iterator<Item = (f64, f64
         .filter(move |(x, y)| x.is_finite() && y.is_finite() && (!positive_y || *y > 0.0))
 }
 
-/// Draws the series as lines with markers, with legend entries.
+/// Draws the series as lines with markers (their legend is drawn by
+/// [`chart_area_and_legend`], outside the chart).
 fn draw_lines<'a, Y>(
     chart: &mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
     series: &[Series],
@@ -159,16 +160,9 @@ where
     for (i, s) in series.iter().enumerate() {
         let color = series_color(i);
         let pts: Vec<(f64, f64)> = finite_points(s, positive_y).collect();
-        let line_style = color.stroke_width(2);
         chart
-            .draw_series(LineSeries::new(pts.iter().copied(), line_style))
-            .map_err(plot_err)?
-            .label(s.label.clone())
-            .legend(move |(x, y)| {
-                EmptyElement::at((x, y))
-                    + PathElement::new(vec![(-8, 0), (12, 0)], color.stroke_width(2))
-                    + marker((2, 0), i, color)
-            });
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+            .map_err(plot_err)?;
         chart
             .draw_series(pts.iter().map(|&p| marker(p, i, color)))
             .map_err(plot_err)?;
@@ -207,42 +201,155 @@ fn ensure_parent(path: &Path) -> Result<(), PlotError> {
     Ok(())
 }
 
-/// Puts the legend in the upper corner whose half of the plot has the lower
-/// data, so it hides as little as possible.
-fn legend_corner(series: &[Series], x_mid: f64) -> SeriesLabelPosition {
-    let mut left = f64::NEG_INFINITY;
-    let mut right = f64::NEG_INFINITY;
-    for (x, y) in series.iter().flat_map(|s| finite_points(s, false)) {
-        if x < x_mid {
-            left = left.max(y);
-        } else {
-            right = right.max(y);
+/// What a legend entry shows beside its label.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Swatch {
+    /// The line and marker of the `i`th series.
+    Line(usize),
+    /// A filled square of the `i`th series' color.
+    Bar(usize),
+}
+
+/// Font size of the legend.
+const LEGEND_FONT: u32 = 15;
+/// Height of a legend row (pixels).
+const LEGEND_ROW: i32 = 24;
+/// Width of a swatch (pixels).
+const SWATCH_W: i32 = 26;
+/// Space above and below the legend rows (pixels).
+const LEGEND_PAD: i32 = 6;
+
+/// A legend laid out in rows under the chart, never over the data: the
+/// entries in order, left to right, a new row when the next one would not
+/// fit the image's width.
+#[derive(Debug, Clone, PartialEq)]
+struct Legend {
+    /// `(x, row, label, swatch)` of each entry; x in pixels from the left.
+    entries: Vec<(i32, i32, String, Swatch)>,
+    /// Height of the strip (pixels); 0 without entries.
+    height: u32,
+}
+
+impl Legend {
+    /// Lays out `entries` (empty labels are left out), measuring the text
+    /// on `area`.
+    fn layout(
+        area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+        entries: &[(String, Swatch)],
+    ) -> Result<Legend, PlotError> {
+        let font = TextStyle::from((FAMILY, LEGEND_FONT).into_font());
+        let max_width = WIDTH as i32 - 40;
+        let mut rows: Vec<Vec<(i32, String, Swatch)>> = vec![Vec::new()];
+        let mut x = 0;
+        for (label, swatch) in entries.iter().filter(|(l, _)| !l.is_empty()) {
+            let (text_w, _) = area.estimate_text_size(label, &font).map_err(plot_err)?;
+            let w = SWATCH_W + 6 + text_w as i32 + 22;
+            let row = rows.last_mut().expect("one row at least");
+            if x + w > max_width && !row.is_empty() {
+                rows.push(Vec::new());
+                x = 0;
+            }
+            rows.last_mut()
+                .expect("one row at least")
+                .push((x, label.clone(), *swatch));
+            x += w;
         }
+        rows.retain(|r| !r.is_empty());
+        let mut laid = Vec::new();
+        for (r, row) in rows.iter().enumerate() {
+            // Centre each row.
+            let width = row
+                .last()
+                .map_or(0, |(x, l, _)| x + SWATCH_W + 6 + text_width(area, l, &font));
+            let left = (WIDTH as i32 - width) / 2;
+            for (x, label, swatch) in row {
+                laid.push((left + x, r as i32, label.clone(), *swatch));
+            }
+        }
+        let height = if rows.is_empty() {
+            0
+        } else {
+            (rows.len() as i32 * LEGEND_ROW + 2 * LEGEND_PAD) as u32
+        };
+        Ok(Legend {
+            entries: laid,
+            height,
+        })
     }
-    if right < left {
-        SeriesLabelPosition::UpperRight
-    } else {
-        SeriesLabelPosition::UpperLeft
+
+    /// Draws the legend on `strip`, an area as wide as the image.
+    fn draw(
+        &self,
+        strip: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    ) -> Result<(), PlotError> {
+        let style = text_style(LEGEND_FONT, HPos::Left, VPos::Center);
+        for (x, row, label, swatch) in &self.entries {
+            let y = LEGEND_PAD + row * LEGEND_ROW + LEGEND_ROW / 2;
+            match *swatch {
+                Swatch::Line(i) => {
+                    let color = series_color(i);
+                    strip
+                        .draw(&PathElement::new(
+                            vec![(*x, y), (x + SWATCH_W, y)],
+                            color.stroke_width(2),
+                        ))
+                        .map_err(plot_err)?;
+                    strip
+                        .draw(&marker((x + SWATCH_W / 2, y), i, color))
+                        .map_err(plot_err)?;
+                }
+                Swatch::Bar(i) => {
+                    strip
+                        .draw(&Rectangle::new(
+                            [(x + SWATCH_W / 2 - 7, y - 7), (x + SWATCH_W / 2 + 7, y + 7)],
+                            series_color(i).filled(),
+                        ))
+                        .map_err(plot_err)?;
+                }
+            }
+            strip
+                .draw(&Text::new(
+                    label.clone(),
+                    (x + SWATCH_W + 6, y),
+                    style.clone(),
+                ))
+                .map_err(plot_err)?;
+        }
+        Ok(())
     }
 }
 
-fn draw_legend<'a, X, Y>(
-    chart: &mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>,
-    position: SeriesLabelPosition,
-) -> Result<(), PlotError>
-where
-    X: Ranged,
-    Y: Ranged,
-{
-    chart
-        .configure_series_labels()
-        .position(position)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.5))
-        .label_font((FAMILY, 15))
-        .margin(10)
-        .draw()
-        .map_err(plot_err)
+fn text_width(
+    area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    text: &str,
+    font: &TextStyle<'_>,
+) -> i32 {
+    area.estimate_text_size(text, font)
+        .map_or(0, |(w, _)| w as i32)
+}
+
+/// Splits the image into the chart's area and, under it, the strip of the
+/// legend of `entries` (drawn there), so that the legend never hides data.
+fn chart_area_and_legend<'a>(
+    root: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
+    entries: &[(String, Swatch)],
+) -> Result<DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>, PlotError> {
+    let legend = Legend::layout(root, entries)?;
+    if legend.height == 0 {
+        return Ok(root.clone());
+    }
+    let (chart, strip) = root.split_vertically(HEIGHT - legend.height);
+    legend.draw(&strip)?;
+    Ok(chart)
+}
+
+/// Legend entries of line series.
+fn line_entries(series: &[Series]) -> Vec<(String, Swatch)> {
+    series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.label.clone(), Swatch::Line(i)))
+        .collect()
 }
 
 /// Draws x tick marks, grid lines and labels at custom positions (the
@@ -277,12 +384,18 @@ where
     Ok(())
 }
 
+/// The x-axis title of [`slowdown_plot`]: the ticks are message sizes,
+/// placed by the share of messages up to that size.
+pub const SIZE_AXIS_LABEL: &str =
+    "Message size (spaced by share of messages: equal distances hold equal numbers of messages)";
+
 /// The thesis' slowdown plot: x is the percentile of messages ordered by
 /// size (0..100, linear), labelled with the sizes in `x_ticks` (position in
-/// percent, text, e.g. from [`crate::table::fmt_size`]); y is the slowdown on a log axis from 1 to
-/// 1.3× the largest value (at least 1..10; from 0.1 if some value is below
-/// 1).
-/// One line with point markers per series, a legend, 1000×600 pixels.
+/// percent, text, e.g. from [`crate::table::fmt_size`]) and titled
+/// [`SIZE_AXIS_LABEL`]; y is the slowdown on a log axis from 1 to 1.3× the
+/// largest value (at least 1..10; from 0.1 if some value is below 1).
+/// One line with point markers per series, the legend in rows under the
+/// chart (never over the data), 1000×600 pixels.
 pub fn slowdown_plot(
     path: &Path,
     title: &str,
@@ -303,7 +416,8 @@ pub fn slowdown_plot(
 
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
-    let mut chart = build_chart(&root, title, 0f64..100f64, (y_min..y_max).log_scale())?;
+    let area = chart_area_and_legend(&root, &line_entries(series))?;
+    let mut chart = build_chart(&area, title, 0f64..100f64, (y_min..y_max).log_scale())?;
     chart
         .configure_mesh()
         .x_labels(0)
@@ -312,7 +426,7 @@ pub fn slowdown_plot(
         .y_label_formatter(&|v| fmt_log_axis(*v))
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 16))
-        .x_desc("Message size (x: percentile of messages by size)")
+        .x_desc(SIZE_AXIS_LABEL)
         .y_desc(y_label)
         .light_line_style(BLACK.mix(0.04))
         .bold_line_style(BLACK.mix(0.12))
@@ -320,9 +434,6 @@ pub fn slowdown_plot(
         .map_err(plot_err)?;
     draw_x_ticks(&root, &mut chart, x_ticks)?;
     draw_lines(&mut chart, series, true)?;
-    if series.iter().any(|s| !s.label.is_empty()) {
-        draw_legend(&mut chart, legend_corner(series, 50.0))?;
-    }
     root.present().map_err(plot_err)?;
     Ok(())
 }
@@ -359,7 +470,13 @@ pub fn bar_plot(
 
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
-    let mut chart = build_chart(&root, title, 0f64..n_groups, 0f64..y_max)?;
+    let entries: Vec<(String, Swatch)> = names
+        .iter()
+        .enumerate()
+        .map(|(k, n)| (n.to_string(), Swatch::Bar(k)))
+        .collect();
+    let area = chart_area_and_legend(&root, &entries)?;
+    let mut chart = build_chart(&area, title, 0f64..n_groups, 0f64..y_max)?;
     chart
         .configure_mesh()
         .x_labels(0)
@@ -401,19 +518,12 @@ pub fn bar_plot(
                 texts.push(((x0 + x1) / 2.0, v, fmt_axis(*value)));
             }
         }
-        chart
-            .draw_series(rects)
-            .map_err(plot_err)?
-            .label(name.to_string())
-            .legend(move |(x, y)| Rectangle::new([(x - 6, y - 6), (x + 6, y + 6)], color.filled()));
+        chart.draw_series(rects).map_err(plot_err)?;
         for (x, y, text) in texts {
             let (px, py) = chart.backend_coord(&(x, y));
             root.draw(&Text::new(text, (px, py - 3), value_style.clone()))
                 .map_err(plot_err)?;
         }
-    }
-    if !names.is_empty() {
-        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     root.present().map_err(plot_err)?;
     Ok(())
@@ -422,7 +532,7 @@ pub fn bar_plot(
 /// A generic line plot (e.g. p99 slowdown vs overcommitment level): linear
 /// x axis spanning the data with a little margin, y linear from
 /// min(0, smallest value) or, with `log_y`, logarithmic from the power of
-/// ten below the (positive) data to 1.3× its largest value. One line with point markers per series and a legend;
+/// ten below the (positive) data to 1.3× its largest value. One line with point markers per series, the legend under the chart;
 /// 1000×600 pixels.
 pub fn line_plot(
     path: &Path,
@@ -449,6 +559,7 @@ pub fn line_plot(
 
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
+    let area = chart_area_and_legend(&root, &line_entries(series))?;
     if log_y {
         let (lo, hi) = if points.is_empty() {
             (1.0, 10.0)
@@ -458,7 +569,7 @@ pub fn line_plot(
                 (y_hi * 1.3).max(y_lo * 2.0),
             )
         };
-        let chart = build_chart(&root, title, x_range, (lo..hi).log_scale())?;
+        let chart = build_chart(&area, title, x_range, (lo..hi).log_scale())?;
         finish_line_plot(&root, chart, x_label, y_label, series, true)
     } else {
         let lo = y_lo.min(0.0);
@@ -467,7 +578,7 @@ pub fn line_plot(
         } else {
             lo + 1.0
         };
-        let chart = build_chart(&root, title, x_range, lo..hi)?;
+        let chart = build_chart(&area, title, x_range, lo..hi)?;
         finish_line_plot(&root, chart, x_label, y_label, series, false)
     }
 }
@@ -532,10 +643,6 @@ where
         .draw()
         .map_err(plot_err)?;
     draw_lines(&mut chart, series, log_y)?;
-    if series.iter().any(|s| !s.label.is_empty()) {
-        let x = chart.x_range();
-        draw_legend(&mut chart, legend_corner(series, (x.start + x.end) / 2.0))?;
-    }
     root.present().map_err(plot_err)?;
     Ok(())
 }

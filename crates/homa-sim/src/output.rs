@@ -342,7 +342,7 @@ const COLUMNS: [Column; 15] = [
     col("short p99", false, 9),
     col("p50", false, 7),
     col("p99", false, 7),
-    col("deliv", false, 6),
+    col("deliv/off", false, 9),
     col("wasted", false, 6),
     col("torQ KB", false, 7),
     col("peak KB", false, 8),
@@ -362,13 +362,97 @@ fn key_numbers(r: &RunReport) -> [String; 15] {
         fmt_slowdown(r.short_half.p99),
         fmt_slowdown(r.overall.p50),
         fmt_slowdown(r.overall.p99),
-        fmt_percent(r.delivered_load),
+        fmt_percent(r.delivered_ratio),
         fmt_percent(r.wasted_bandwidth),
         q.map_or("-".into(), |q| fmt_kb(q.mean_bytes)),
         q.map_or("-".into(), |q| fmt_kb(q.peak_bytes as f64)),
         fmt_rate(r.events_per_sec),
         fmt_wall(r.wall_time_s),
     ]
+}
+
+/// Below this share of the offered data delivered in the window, a run
+/// gets a note saying why.
+pub const LOW_DELIVERY: f64 = 0.95;
+
+/// Breaks `text` into lines of at most `width` characters (at spaces),
+/// each indented by `indent`.
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty()
+            && indent.len() + line.chars().count() + 1 + word.chars().count() > width
+        {
+            let _ = writeln!(out, "{indent}{line}");
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        let _ = writeln!(out, "{indent}{line}");
+    }
+    out
+}
+
+/// Formats a duration in seconds compactly: `"630 µs"`, `"4.2 ms"`,
+/// `"1.5 s"`.
+fn fmt_sim_time(s: f64) -> String {
+    if !s.is_finite() {
+        "-".into()
+    } else if s < 1e-3 {
+        format!("{:.0} µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+/// What `deliv/off` means, and for each run whose figure is low, why that
+/// can be (the window is short next to its largest messages, or the load
+/// is too high).
+fn delivery_notes(reports: &[RunReport]) -> String {
+    let mut out = wrap(
+        "deliv/off: message data delivered ÷ data offered during the measurement window \
+         (after the warm-up, to the last arrival).",
+        110,
+        "",
+    );
+    for r in reports.iter().filter(|r| r.delivered_ratio < LOW_DELIVERY) {
+        let mut note = format!(
+            "note: {} {} {}: {} of the data offered in its {} window was delivered within it.",
+            r.protocol,
+            r.workload,
+            fmt_percent(r.load),
+            fmt_percent(r.delivered_ratio),
+            fmt_sim_time(r.window_s),
+        );
+        // The host link's rate, from the offered load in both units.
+        let link_bps = r.offered_gbps * 1e9 / r.offered_load.max(1e-9);
+        if let Some(largest) = r.buckets.last().map(|b| b.size_hi) {
+            let transfer = largest as f64 * 8.0 / link_bps.max(1.0);
+            if transfer.is_finite() && transfer > 0.05 * r.window_s {
+                let _ = write!(
+                    note,
+                    " Its largest messages ({}, {} each at link rate) are still in flight \
+                     when a window this short closes: more --messages make the window \
+                     longer and the figure meaningful.",
+                    fmt_size(largest),
+                    fmt_sim_time(transfer)
+                );
+            }
+        }
+        note.push_str(
+            " A figure that stays low in long runs means the network does not sustain \
+             the load (see max-load).",
+        );
+        out.push_str(&wrap(&note, 110, ""));
+    }
+    out
 }
 
 /// Most spectrum rows shown per run in [`summary_table`].
@@ -392,10 +476,13 @@ fn spectrum_rows(buckets: &[Bucket], max: usize) -> Vec<&Bucket> {
 /// its key numbers, then for each run a compact slowdown spectrum (at most
 /// ten buckets, evenly spread, with size range, count, p50 and p99).
 ///
-/// Loads, delivered load and wasted bandwidth are percentages of host link
-/// bandwidth; `torQ KB` / `peak KB` are the mean and peak occupancy of the
-/// ToR downlink queues; `short p99` is the 99th-percentile slowdown of the
-/// shortest half of the messages. Fits in 120 columns.
+/// Loads and wasted bandwidth are percentages of host link bandwidth;
+/// `deliv/off` is the message data delivered ÷ the data offered during the
+/// measurement window (explained under the table, with a note for each run
+/// whose figure is low); `torQ KB` / `peak KB` are the mean and peak
+/// occupancy of the ToR downlink queues; `short p99` is the
+/// 99th-percentile slowdown of the shortest half of the messages. Fits in
+/// 120 columns.
 pub fn summary_table(reports: &[RunReport]) -> String {
     let rows: Vec<Vec<String>> = reports
         .iter()
@@ -443,6 +530,7 @@ pub fn summary_table(reports: &[RunReport]) -> String {
     for row in &rows {
         line(&mut row.iter().map(String::as_str), &mut out);
     }
+    out.push_str(&delivery_notes(reports));
 
     for r in reports {
         if r.buckets.is_empty() {
@@ -505,7 +593,7 @@ pub fn markdown_table(reports: &[RunReport]) -> String {
         "short-half p99",
         "p50",
         "p99",
-        "delivered load",
+        "delivered ÷ offered",
         "wasted bw",
         "tor_down mean KB",
         "tor_down peak KB",
@@ -552,6 +640,8 @@ pub(crate) mod tests {
             window_s: 0.04,
             offered_load: 0.79,
             delivered_load: 0.78,
+            delivered_ratio: 0.987,
+            offered_gbps: 7.9,
             host_tx_load: 0.81,
             wasted_bandwidth: 0.025,
             overall: stats(1000, 1.8, 1.25, 7.5, 21.0),
@@ -709,7 +799,7 @@ pub(crate) mod tests {
             "2.75",
             "1.25",
             "7.50",
-            "78%",
+            "98.7%",
             "2.5%",
             "1.5",
             "146.0",
@@ -729,6 +819,36 @@ pub(crate) mod tests {
         assert!(md.lines().all(|l| l.starts_with('|') && l.ends_with('|')));
         assert!(md.contains("| homa |") && md.contains("| pfabric |"));
         assert!(md.contains("7.50") && md.contains("146.0"));
+    }
+
+    /// "deliv 53.7%" with no word of what it was: the summary says what
+    /// the figure is, and why a short run's is low.
+    #[test]
+    fn low_delivery_is_explained() {
+        let table = summary_table(&two_reports());
+        assert!(table.contains("deliv/off"), "{table}");
+        assert!(
+            table.contains("delivered ÷ data offered during the measurement window"),
+            "{table}"
+        );
+        assert!(!table.contains("note:"), "{table}");
+        let mut short = sample_report();
+        short.delivered_ratio = 0.537;
+        short.window_s = 630e-6;
+        let table = summary_table(&[short]);
+        assert!(table.contains("53.7%"), "{table}");
+        let note = table
+            .lines()
+            .skip_while(|l| !l.starts_with("note:"))
+            .take_while(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        for needle in ["630 µs window", "2.5M", "--messages", "max-load"] {
+            assert!(note.contains(needle), "{needle:?} missing in {note}");
+        }
+        for line in table.lines() {
+            assert!(line.chars().count() <= 120, "too wide: {line}");
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::report::RunReport;
 use crate::scenario::{ProtocolChoice, Scenario};
 use crate::search::{self, SearchResult};
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
+use homa_measure::progress::Progress;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -145,63 +145,130 @@ impl Task {
             Task::Run(s) => (s, "run"),
             Task::Search(s, _) => (s, "load search"),
         };
-        format!(
-            "{what} {} {} {} {:.0}%",
-            s.protocol,
-            s.label,
-            s.traffic.workload,
-            s.traffic.load * 100.0
-        )
+        let load = match self {
+            Task::Run(s) => format!(" {:.0}%", s.traffic.load * 100.0),
+            Task::Search(..) => String::new(),
+        };
+        let label = if s.label.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", s.label)
+        };
+        format!("{what} {}{label} {}{load}", s.protocol, s.traffic.workload)
+    }
+}
+
+/// Payload bytes per simulated packet, for [`work`]: about a full packet
+/// of the default topology.
+const WORK_PACKET_BYTES: u64 = 1_400;
+
+/// Work of building a simulation (the network, the hosts), in packets:
+/// about what a run of a few thousand small messages costs besides.
+const RUN_SETUP_WORK: f64 = 10_000.0;
+
+/// The simulated work of one run of `s`, in data packets (a message of
+/// any size takes one at least, and costs about one more in grants, acks
+/// and bookkeeping), plus the building of the simulation: what a run's
+/// wall time grows with, across workloads whose mean sizes differ ten
+/// thousandfold, so the estimate of the time left rests on it rather than
+/// on a count of runs.
+pub fn work(s: &Scenario) -> f64 {
+    let packets = homa_measure::cdf::SizeDist::by_name(&s.traffic.workload)
+        .map(|d| {
+            let d = d.capped(s.traffic.max_message.unwrap_or(u64::MAX));
+            d.rows()
+                .map(|(size, mass)| size.div_ceil(WORK_PACKET_BYTES).max(1) as f64 * mass)
+                .sum::<f64>()
+        })
+        .unwrap_or(1.0);
+    RUN_SETUP_WORK + s.messages as f64 * (packets + 1.0)
+}
+
+impl Task {
+    /// Runs of the task: a search probes the lowest and highest load, then
+    /// bisects `steps` times (it may stop sooner).
+    fn runs(&self) -> u32 {
+        match self {
+            Task::Run(_) => 1,
+            Task::Search(_, steps) => steps + 2,
+        }
+    }
+
+    fn scenario(&self) -> &Scenario {
+        match self {
+            Task::Run(s) | Task::Search(s, _) => s,
+        }
+    }
+
+    /// Its work in [`work`]'s units.
+    fn work(&self) -> f64 {
+        work(self.scenario()) * f64::from(self.runs())
     }
 }
 
 fn run_all(tasks: Vec<Task>, jobs: usize) -> Result<Vec<Outcome>> {
     let n = tasks.len();
-    let pb = ProgressBar::new(n as u64);
-    pb.set_style(
-        ProgressStyle::with_template(
-            "[{elapsed_precise}] {bar:40} {pos}/{len} experiments, ETA {eta} {msg}",
-        )
-        .expect("valid template"),
-    );
+    let total: f64 = tasks.iter().map(Task::work).sum();
+    let progress = Progress::new(total, n, false);
+    // Work done by each task so far (finished runs and the share of the
+    // current one), updated from the simulations' progress callbacks.
+    let done: Mutex<Vec<f64>> = Mutex::new(vec![0.0; n]);
+    let set_done = |i: usize, w: f64| -> f64 {
+        let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
+        d[i] = w;
+        d.iter().sum()
+    };
+    // The largest tasks first: the runs in parallel finish together, and
+    // the pace the estimate of the time left rests on is measured on the
+    // bulk of the work from the start (small tasks last cannot surprise).
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| tasks[b].work().total_cmp(&tasks[a].work()));
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<Outcome>>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(task) = tasks.get(i) else { break };
+                let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    break;
+                };
+                let task = &tasks[i];
                 let t0 = Instant::now();
+                let per_run = work(task.scenario());
+                let mut runs_done = 0u32;
+                let one_run = |s: &Scenario, runs_done: u32| {
+                    let mut cb = |completed: u64, total: u64| {
+                        let share = completed as f64 / total.max(1) as f64;
+                        let sum = set_done(i, per_run * (f64::from(runs_done) + share));
+                        progress.set_done(sum);
+                    };
+                    protocols::run(s, Some(&mut cb))
+                };
                 let out = match task {
-                    Task::Run(s) => protocols::run(s, None).map(|r| Outcome::Run(Box::new(r))),
+                    Task::Run(s) => one_run(s, 0).map(|r| Outcome::Run(Box::new(r))),
                     Task::Search(s, steps) => {
                         search::max_sustainable_load(s, 0.5, 1.0, *steps, SUSTAIN_THRESHOLD, |sc| {
-                            protocols::run(sc, None)
+                            let r = one_run(sc, runs_done);
+                            runs_done += 1;
+                            r
                         })
                         .map(Outcome::Search)
                     }
                 }
                 .with_context(|| task.describe());
-                let line = format!(
-                    "done: {} ({:.1} s)",
-                    task.describe(),
-                    t0.elapsed().as_secs_f64()
+                // A search that stopped early still did its whole share.
+                let sum = set_done(i, task.work());
+                progress.job_done(
+                    sum,
+                    &format!("{} ({:.1} s)", task.describe(), t0.elapsed().as_secs_f64()),
                 );
-                if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                    pb.println(line);
-                } else {
-                    // No progress bar without a terminal: log each run.
-                    eprintln!("{line}");
-                }
-                pb.inc(1);
-                results.lock().expect("no panics")[i] = Some(out);
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(out);
             });
         }
     });
-    pb.finish_and_clear();
+    progress.finish();
     results
         .into_inner()
-        .expect("no panics")
+        .unwrap_or_else(|e| e.into_inner())
         .into_iter()
         .map(|r| r.expect("every task ran"))
         .collect()
@@ -231,7 +298,7 @@ pub fn thesis(out: &Path, o: Options) -> Result<()> {
     let t0 = Instant::now();
     let steps = if o.quick { 2 } else { 5 };
     let mut tasks = Vec::new();
-    // Load searches first: they are the longest.
+    // (Run largest first by `run_all`, whatever the order here.)
     for w in &WORKLOADS {
         for p in [ProtocolChoice::Homa, ProtocolChoice::Pfabric] {
             let mut s = base(w, &o, true);

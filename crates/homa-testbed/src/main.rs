@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use homa_perf::cluster::{self, ClusterArgs};
 use tracing::{info, warn, Level};
 
+use homa_measure::cli;
 use homa_testbed::bench::{self, BenchArgs};
 use homa_testbed::cleanup;
 use homa_testbed::netns::{self, TestbedSpec};
@@ -115,10 +116,11 @@ struct BenchTopology {
     /// Number of hosts (2 to 16).
     #[arg(long, default_value_t = netns::DEFAULT_HOSTS)]
     hosts: usize,
-    /// Buffer of each priority queue of a switch port, in kB (1000 bytes).
+    /// Buffer of each priority queue of a switch port, in kB (1000 bytes),
+    /// from one MTU up.
     #[arg(long, default_value_t = netns::DEFAULT_BUFFER_BYTES / 1000)]
     buffer_kb: u64,
-    /// Host NIC queue, in kB (1000 bytes).
+    /// Host NIC queue, in kB (1000 bytes), from one MTU up.
     #[arg(long, default_value_t = netns::DEFAULT_HOST_QUEUE_BYTES / 1000)]
     host_queue_kb: u64,
     /// Leave the testbed up after the bench.
@@ -140,16 +142,17 @@ struct UpArgs {
     /// Number of hosts (2 to 16).
     #[arg(long, default_value_t = netns::DEFAULT_HOSTS)]
     hosts: usize,
-    /// Link rate in Mbit/s.
+    /// Link rate in Mbit/s, 1 to 100000.
     #[arg(long, default_value_t = netns::DEFAULT_RATE_MBIT)]
     rate_mbit: u64,
-    /// Buffer of each priority queue of a switch port, in kB (1000 bytes).
+    /// Buffer of each priority queue of a switch port, in kB (1000 bytes),
+    /// from one MTU up.
     #[arg(long, default_value_t = netns::DEFAULT_BUFFER_BYTES / 1000)]
     buffer_kb: u64,
-    /// Host NIC queue, in kB (1000 bytes).
+    /// Host NIC queue, in kB (1000 bytes), from one MTU up.
     #[arg(long, default_value_t = netns::DEFAULT_HOST_QUEUE_BYTES / 1000)]
     host_queue_kb: u64,
-    /// MTU of every link.
+    /// MTU of every link (bytes), 576 to 65000.
     #[arg(long, default_value_t = netns::DEFAULT_MTU)]
     mtu: u32,
     /// One FIFO per switch egress port instead of 8 priority queues.
@@ -157,6 +160,22 @@ struct UpArgs {
     fifo: bool,
     #[command(flatten)]
     prefix: PrefixArg,
+}
+
+impl BenchTopology {
+    /// The testbed of the bench at its first workload's link (the bench
+    /// sets each workload's).
+    fn spec(&self) -> TestbedSpec {
+        TestbedSpec {
+            prefix: self.prefix.prefix.clone(),
+            hosts: self.hosts,
+            rate_mbit: netns::DEFAULT_RATE_MBIT,
+            buffer_bytes: self.buffer_kb.saturating_mul(1000),
+            host_queue_bytes: self.host_queue_kb.saturating_mul(1000),
+            mtu: netns::DEFAULT_MTU,
+            switch_levels: tc::PRIORITIES,
+        }
+    }
 }
 
 impl UpArgs {
@@ -207,7 +226,49 @@ fn preflight() -> Result<()> {
     Ok(())
 }
 
+/// Checks a command's options before anything else (root, tools, the
+/// testbed): bad input gets its one-line error first, and nothing is built
+/// for options that would fail later.
+fn validate(cmd: &Cmd) -> Result<()> {
+    match cmd {
+        Cmd::Up(args) => args.spec().validate(),
+        Cmd::Down(p) | Cmd::Status { prefix: p, .. } => netns::validate_prefix(&p.prefix),
+        Cmd::Bench { topology, args } => {
+            let spec = topology.spec();
+            spec.validate()?;
+            bench::check(args, &spec).map(|_| ())
+        }
+        Cmd::Report { from, out, name } => {
+            if !from.is_file() {
+                bail!("--from {}: no such results file", from.display());
+            }
+            cli::check_output_dir("--out", out)?;
+            if name.is_empty() || name.contains('/') {
+                bail!("--name must be a file name, got {name:?}");
+            }
+            Ok(())
+        }
+        Cmd::Sird { command } => match command {
+            SirdCmd::Report { out, .. } => Ok(cli::check_output_dir("--out", out)?),
+            SirdCmd::Incast(run) | SirdCmd::Congested(run) => {
+                let experiment = match command {
+                    SirdCmd::Incast(_) => Experiment::Incast,
+                    _ => Experiment::Congested,
+                };
+                // Refuse bad options before building anything...
+                run.args.validate(experiment)?;
+                netns::validate_prefix(&run.prefix.prefix)?;
+                cli::check_output_dir("--out", &run.args.out)?;
+                // ... and before touching a testbed that may be someone else's.
+                sird::check_output(experiment, &run.args)
+            }
+        },
+        Cmd::Node(_) | Cmd::SirdNode(_) | Cmd::SirdSniff(_) => Ok(()),
+    }
+}
+
 fn run(cli: Cli) -> Result<()> {
+    validate(&cli.command)?;
     // A node runs inside a namespace the bench made; it needs no tools.
     let needs_root = !matches!(
         cli.command,
@@ -225,7 +286,6 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Cmd::Up(args) => {
             let spec = args.spec();
-            spec.validate()?;
             // A Ctrl-C in the middle of `up` must leave nothing behind.
             cleanup::install(&spec.prefix);
             netns::up(&spec)?;
@@ -259,16 +319,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Bench { topology, args } => {
-            let spec = TestbedSpec {
-                prefix: topology.prefix.prefix.clone(),
-                hosts: topology.hosts,
-                rate_mbit: netns::DEFAULT_RATE_MBIT,
-                buffer_bytes: topology.buffer_kb.saturating_mul(1000),
-                host_queue_bytes: topology.host_queue_kb.saturating_mul(1000),
-                mtu: netns::DEFAULT_MTU,
-                switch_levels: tc::PRIORITIES,
-            };
-            spec.validate()?;
+            let spec = topology.spec();
             cleanup::install(&spec.prefix);
             let result = bench::run(&args, &spec);
             if topology.keep {
@@ -285,11 +336,7 @@ fn run(cli: Cli) -> Result<()> {
                 SirdCmd::Incast(run) => (Experiment::Incast, run),
                 SirdCmd::Congested(run) => (Experiment::Congested, run),
             };
-            // Refuse bad options before building anything.
-            run.args.validate(experiment)?;
-            netns::validate_prefix(&run.prefix.prefix)?;
-            // ... and before touching a testbed that may be someone else's.
-            sird::check_output(experiment, &run.args)?;
+            // Options and outputs were checked by `validate`.
             cleanup::install(&run.prefix.prefix);
             // A panic must not leave the testbed behind either.
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -328,7 +375,7 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    homa_measure::cli::exit_quietly_on_broken_pipe();
+    cli::exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     match run(cli) {
@@ -336,8 +383,23 @@ fn main() -> ExitCode {
         Err(e) => {
             // An error caused by a signal is the handler's to report.
             cleanup::wait_if_interrupted();
-            eprintln!("testbed: {e:#}");
+            eprintln!("testbed: {}", cli::error_line(e.as_ref()));
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn help_states_every_default() {
+        assert_eq!(
+            cli::options_without_default(&Cli::command()),
+            Vec::<String>::new(),
+            "options whose --help does not say what happens without them"
+        );
     }
 }

@@ -80,6 +80,20 @@ fn smoke_bench_runs_both_protocols_and_tears_down() {
         .expect("run testbed bench");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "bench failed:\n{stderr}");
+    // Without a terminal, a line per finished run, with the time left.
+    assert!(
+        stderr.contains("[1/3] w3: idle round-trip times measured"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("[2/3] w3: Homa at 80% load: ") && l.contains("; ETA ")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("[3/3] w3: TCP at 80% load"), "{stderr}");
+    // The finished runs were kept until the report held them.
+    assert!(!out.join("smoke.partial").exists());
 
     let json: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out.join("smoke/results.json")).expect("results.json"),
@@ -159,6 +173,77 @@ fn interrupted_bench_removes_everything() {
     while !leftover_nodes(&prefix).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
+    assert_nothing_left(&prefix);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// An interrupted bench keeps the runs it finished, and a rerun with the
+/// same options takes them up instead of running them again.
+#[test]
+fn interrupted_bench_keeps_finished_runs_and_resumes() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let (prefix, out) = unique("r");
+    let _guard = Guard(prefix.clone());
+    let mut child = bench_command(&prefix, &out, 2.0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start testbed bench");
+    // Interrupt once Homa's run is on disk (TCP's runs next).
+    let kept = out.join("smoke.partial/w3-50mbit-1500mtu-homa.json");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !kept.exists() {
+        assert!(Instant::now() < deadline, "Homa's run never finished");
+        assert!(child.try_wait().unwrap().is_none(), "bench ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: kill only sends a signal to the child we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let status = child.wait().expect("wait for the bench");
+    assert_eq!(status.code(), Some(130), "exit status {status}");
+    assert!(kept.exists(), "the finished run was lost");
+    assert!(
+        !out.join("smoke.md").exists(),
+        "no report from half a bench"
+    );
+    let kept_run = std::fs::read_to_string(&kept).unwrap();
+
+    let output = bench_command(&prefix, &out, 2.0).output().expect("rerun");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "rerun failed:\n{stderr}");
+    assert!(
+        stderr.contains("resuming: 2 finished runs kept"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("[1/3] w3: idle round-trip times: kept from an earlier run"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("[2/3] w3: Homa: kept from an earlier run"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("[3/3] w3: TCP at 80% load"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("smoke/results.json")).expect("results.json"),
+    )
+    .unwrap();
+    let runs = json["workloads"][0]["runs"].as_array().unwrap();
+    let variants: Vec<&str> = runs.iter().filter_map(|r| r["variant"].as_str()).collect();
+    assert_eq!(variants, ["homa", "tcp"]);
+    let homa: serde_json::Value = serde_json::from_str(&kept_run).unwrap();
+    assert_eq!(
+        runs[0]["completed"], homa["completed"],
+        "the kept run is the one reported"
+    );
+    assert!(!out.join("smoke.partial").exists());
+    // And the report is not replaced by a third run without --force.
+    let output = bench_command(&prefix, &out, 2.0).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--force"));
     assert_nothing_left(&prefix);
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -132,3 +132,64 @@ fn line_plot_writes_png() {
         check_png(&path);
     }
 }
+
+/// The RGB pixels of a PNG, row by row, and its width.
+fn pixels(path: &Path) -> (Vec<[u8; 3]>, usize) {
+    let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    let px = buf[..info.buffer_size()]
+        .chunks(3)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (px, info.width as usize)
+}
+
+/// A legend inside the chart hid whichever curve ran under it (the
+/// testbed's TCP p99 at the top right, or a curve at the top left): every
+/// curve must stay visible along its whole length, the legend being under
+/// the chart.
+#[test]
+fn the_legend_hides_no_curve() {
+    let dir = TempDir::new("legend");
+    // Two curves at the top of the chart, across its whole width, and
+    // three lower ones: a legend in either upper corner would cover one.
+    let flat = |y: f64| (0..=20).map(|k| (k as f64 * 5.0, y)).collect::<Vec<_>>();
+    let series: Vec<Series> = [900.0, 800.0, 30.0, 10.0, 3.0]
+        .iter()
+        .enumerate()
+        .map(|(i, &y)| Series {
+            label: format!("a long legend label for the curve number {i}"),
+            points: flat(y),
+        })
+        .collect();
+    let ticks: Vec<(f64, String)> = (0..=10)
+        .map(|i| (i as f64 * 10.0, format!("{i}K")))
+        .collect();
+    let path = dir.0.join("legend.png");
+    slowdown_plot(&path, "legend", "Slowdown", &series, &ticks).unwrap();
+    let (px, width) = pixels(&path);
+    let height = px.len() / width;
+    for i in 0..series.len() {
+        let RGBColor(r, g, b) = series_color(i);
+        let colored = |x: usize| (0..height).any(|y| px[y * width + x] == [r, g, b]);
+        // The plotting area spans about x = 80..985 (y-label area and
+        // margins); every column of it shows the curve.
+        let hidden: Vec<usize> = (100..960).filter(|&x| !colored(x)).collect();
+        assert!(
+            hidden.is_empty(),
+            "curve {i} hidden in {} columns from x = {:?}",
+            hidden.len(),
+            hidden.first()
+        );
+    }
+    check_png(&path);
+}
+
+#[test]
+fn the_size_axis_is_titled_by_size() {
+    assert!(SIZE_AXIS_LABEL.starts_with("Message size"));
+    assert!(!SIZE_AXIS_LABEL.contains("percentile"));
+}

@@ -14,7 +14,7 @@ use crate::protocols;
 use crate::report::RunReport;
 use crate::scenario::{ProtocolChoice, Scenario};
 use anyhow::{bail, Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
+use homa_measure::progress::Progress;
 use serde::{Deserialize, Serialize};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -207,29 +207,11 @@ fn cache_path(dir: &Path, s: &Scenario) -> PathBuf {
     dir.join("runs").join(name)
 }
 
-/// Estimated cost of a run (simulated payload bytes), for the ETA.
-fn cost(s: &Scenario) -> f64 {
-    s.messages as f64
-        * homa_measure::cdf::SizeDist::by_name(&s.traffic.workload)
-            .map(|d| d.capped(s.traffic.max_message.unwrap_or(u64::MAX)).mean())
-            .unwrap_or(1.0)
-}
-
 /// This process's peak resident set (KB), from /proc (Linux only).
 fn peak_rss_kb() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn fmt_secs(s: f64) -> String {
-    if s >= 3600.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else if s >= 60.0 {
-        format!("{:.0} min", s / 60.0)
-    } else {
-        format!("{s:.0} s")
-    }
 }
 
 /// Runs (or loads from the cache) every run of the set, then writes the
@@ -249,26 +231,13 @@ pub fn run(out: &Path, o: &Options) -> Result<PathBuf> {
     let t0 = Instant::now();
     let plan = plan(o);
     let n = plan.len();
-    let total: f64 = plan.iter().map(|(_, _, s)| cost(s)).sum();
-    let pb = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        ProgressBar::new(1000)
-    } else {
-        ProgressBar::hidden()
-    };
-    pb.set_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:40} {percent}% of the work {msg}")
-            .expect("valid template"),
-    );
-    let log = |line: String| {
-        if pb.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            pb.println(line);
-        }
-    };
-    let (mut done_cost, mut run_cost, mut run_secs) = (0.0, 0.0, 0.0);
+    // The estimate of the time left rests on simulated work, not on the
+    // count of runs, whose durations differ a hundredfold.
+    let total: f64 = plan.iter().map(|(_, _, s)| super::work(s)).sum();
+    let progress = Progress::new(total, n, false);
+    let mut done = 0.0;
     let mut results = Vec::with_capacity(plan.len());
-    for (i, (kind, load, s)) in plan.into_iter().enumerate() {
+    for (kind, load, s) in plan {
         let what = format!(
             "{} {} {} load {:.0}%",
             s.protocol,
@@ -277,7 +246,7 @@ pub fn run(out: &Path, o: &Options) -> Result<PathBuf> {
             load * 100.0
         );
         let path = cache_path(out, &s);
-        let c = cost(&s);
+        let c = super::work(&s);
         let cached: Option<Cached> = std::fs::read_to_string(&path)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
@@ -290,28 +259,28 @@ pub fn run(out: &Path, o: &Options) -> Result<PathBuf> {
                 } else {
                     format!(" (from build {})", e.build)
                 };
-                log(format!("[{}/{}] cached{note}: {what}", i + 1, n));
+                progress.skip(c, &format!("{what}{note}"));
                 e
             }
             None => {
-                pb.set_message(what.clone());
+                progress.set_current(&what);
                 let t = Instant::now();
-                let mut report = protocols::run(&s, None).with_context(|| what.clone())?;
+                let mut cb = |completed: u64, messages: u64| {
+                    progress.set_done(done + c * completed as f64 / messages.max(1) as f64);
+                };
+                let mut report = protocols::run(&s, Some(&mut cb)).with_context(|| what.clone())?;
                 report.ports.clear();
                 let secs = t.elapsed().as_secs_f64();
-                run_cost += c;
-                run_secs += secs;
-                let left = total - done_cost - c;
-                let eta = left * run_secs / run_cost.max(1e-9);
-                log(format!(
-                    "[{}/{}] {what}: {:.1} s, goodput {:.1} Gbit/s, max ToR queue {:.2} MB; ETA {}",
-                    i + 1,
-                    n,
-                    secs,
-                    report.goodput_gbps,
-                    report.switches.get("tor").map_or(0, |q| q.peak_bytes) as f64 / 1e6,
-                    fmt_secs(eta)
-                ));
+                done += c;
+                progress.job_done(
+                    done,
+                    &format!(
+                        "{what}: {:.1} s, goodput {:.1} Gbit/s, max ToR queue {:.2} MB",
+                        secs,
+                        report.goodput_gbps,
+                        report.switches.get("tor").map_or(0, |q| q.peak_bytes) as f64 / 1e6,
+                    ),
+                );
                 let e = Cached {
                     kind,
                     load,
@@ -327,11 +296,9 @@ pub fn run(out: &Path, o: &Options) -> Result<PathBuf> {
                 e
             }
         };
-        done_cost += c;
-        pb.set_position((done_cost / total * 1000.0) as u64);
         results.push(entry);
     }
-    pb.finish_and_clear();
+    progress.finish();
     let md = super::sird_report::write_report(out, o, &results, t0.elapsed().as_secs_f64())?;
     std::fs::write(&report_path, md)
         .with_context(|| format!("writing {}", report_path.display()))?;

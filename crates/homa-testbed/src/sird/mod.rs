@@ -174,38 +174,38 @@ pub struct SirdArgs {
     /// sthr-inf,sthr-half).
     #[arg(long, value_delimiter = ',')]
     pub variants: Vec<String>,
-    /// Link rate (Mbit/s).
+    /// Link rate (Mbit/s), 1 to 100000.
     #[arg(long, default_value_t = 400)]
     pub rate_mbit: u64,
-    /// MTU (bytes).
+    /// MTU (bytes), 576 to 65000.
     #[arg(long, default_value_t = 9000)]
     pub mtu: u32,
-    /// Round trip the configuration assumes (µs); default: 50 µs of
-    /// software plus two frame times, as `testbed bench`.
-    #[arg(long)]
+    /// Round trip the configuration assumes (µs, at least 1) [default: 50
+    /// µs of software plus two frame times, as `testbed bench`].
+    #[arg(long, allow_negative_numbers = true)]
     pub rtt_us: Option<f64>,
-    /// Switch buffer per port (kB).
+    /// Switch buffer per port (kB), from one MTU up.
     #[arg(long, default_value_t = 1000)]
     pub buffer_kb: u64,
-    /// Measured seconds per run.
-    #[arg(long, default_value_t = 10.0)]
+    /// Measured seconds per run (positive).
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
     pub seconds: f64,
-    /// Seconds of load before the window.
-    #[arg(long, default_value_t = 2.0)]
+    /// Seconds of load before the window (0 or more).
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
     pub warmup: f64,
-    /// Seconds of idle probing before each incast run.
-    #[arg(long, default_value_t = 3.0)]
+    /// Seconds of idle probing before each incast run (positive).
+    #[arg(long, default_value_t = 3.0, allow_negative_numbers = true)]
     pub unloaded_seconds: f64,
-    /// Runs of each variant (interleaved).
+    /// Runs of each variant (interleaved), at least 1.
     #[arg(long, default_value_t = 2)]
     pub repeats: usize,
-    /// Request size of the loaders (bytes).
+    /// Request size of the loaders (bytes), 8 to 16,000,000.
     #[arg(long, default_value_t = MESSAGE_BYTES)]
     pub size: u64,
     /// Request size of the congested experiment's one-to-one senders
     /// (bytes). Larger than --size, so that the receivers' SRPT prefers
     /// the congested sender's messages, as in the paper, where its
-    /// messages had started first.
+    /// messages had started first. 8 to 16,000,000.
     #[arg(long, default_value_t = 8 * MESSAGE_BYTES)]
     pub other_size: u64,
     /// Incast senders.
@@ -214,11 +214,12 @@ pub struct SirdArgs {
     /// Receivers of the congested sender.
     #[arg(long, default_value_t = 4)]
     pub receivers: usize,
-    /// How often the switch backlog is sampled (ms).
+    /// How often the switch backlog is sampled (ms), at least 1.
     #[arg(long, default_value_t = 50)]
     pub sample_ms: u64,
     /// Overrides of the generated configuration (`key=value`, dotted
-    /// TOML keys), applied to every variant.
+    /// TOML keys), applied to every variant and checked before anything
+    /// runs [default: none].
     #[arg(long = "homa-set", value_delimiter = ',')]
     pub homa_set: Vec<String>,
     /// Replace existing results.
@@ -301,7 +302,11 @@ impl SirdArgs {
             }
         }
         self.spec("x", experiment).validate()?;
-        bench::apply_overrides(&homa::Config::default(), &self.homa_set)?;
+        // The overrides on each variant's configuration, as its runs will
+        // build it.
+        for &v in &variants {
+            self.config(v)?;
+        }
         Ok(variants)
     }
 
