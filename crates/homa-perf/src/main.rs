@@ -118,7 +118,10 @@ struct ClientArgs {
     /// Transport.
     #[arg(long, value_enum, default_value_t = Protocol::Homa)]
     protocol: Protocol,
-    /// Request size in bytes (default 100 when no --workload is given).
+    /// Request size in bytes (default 100 when no --workload is given). At
+    /// most 16 MiB for Homa (the loopback configuration's
+    /// `core.max_message_size`; a --config may change it), 65,000 B for
+    /// UDP; checked before anything runs.
     #[arg(long, conflicts_with = "workload")]
     size: Option<usize>,
     /// Draw request sizes from a workload: w1..w5, thesis-w3, thesis-w5, fixed:N or a
@@ -188,22 +191,9 @@ fn main() {
     init_logging(cli.verbose);
     keep_large_allocations();
     if let Err(e) = run(cli) {
-        eprintln!("homa-perf: {}", describe(&e));
+        eprintln!("homa-perf: {}", homa_measure::cli::error_line(e.as_ref()));
         std::process::exit(1);
     }
-}
-
-/// The error and its causes on one line, each cause once: our errors
-/// already name their source in their own text.
-fn describe(e: &anyhow::Error) -> String {
-    let mut out = e.to_string();
-    for cause in e.chain().skip(1) {
-        let c = cause.to_string();
-        if !out.contains(&c) {
-            out = format!("{out}: {c}");
-        }
-    }
-    out
 }
 
 /// Messages of hundreds of kilobytes are allocated and freed thousands of
