@@ -21,14 +21,12 @@ fuzz_target!(|data: &[u8]| {
     let Some((&design, data)) = data.split_first() else {
         return;
     };
-    let config = Config {
-        rx_buffer_limit: 4 << 20,
-        design: if design % 2 == 0 {
-            Design::Homa
-        } else {
-            Design::Sird
-        },
-        ..Config::default()
+    let mut config = Config::default();
+    config.rx_buffer_limit = 4 << 20;
+    config.design = if design % 2 == 0 {
+        Design::Homa
+    } else {
+        Design::Sird
     };
     let limit = config.rx_buffer_limit;
     let tick = config.tick_ns;

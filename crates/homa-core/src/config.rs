@@ -1,6 +1,5 @@
 //! Protocol parameters, with the defaults of Linux Homa where it has one.
 
-use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Which receiver-driven design an endpoint runs. Both run on the same
@@ -8,8 +7,9 @@ use thiserror::Error;
 /// input); they differ in their policies (`crate::policy`). Endpoints of
 /// different designs that meet fail the RPC with
 /// [`crate::RpcError::DesignMismatch`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Design {
     /// Homa: unscheduled RTTbytes, SRPT grants with controlled
     /// overcommitment, 8 priority levels (Linux-compatible on the wire).
@@ -24,8 +24,13 @@ pub enum Design {
 /// SIRD's parameters (seed 001, Tables 1–2). Sizes in bytes; the defaults
 /// follow from the link's BDP ([`Config::set_rtt_bytes`]): UnschT = 1×BDP,
 /// B = 1.5×BDP, SThr = 0.5×BDP, per-sender buckets up to 1×BDP.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+///
+/// Parameters may be added in a minor release (`#[non_exhaustive]`): start
+/// from [`SirdConfig::default`] (or [`Config::default`]) and set fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct SirdConfig {
     /// UnschT: messages up to this size send min(BDP, size) unscheduled;
     /// larger ones send nothing before credit.
@@ -77,8 +82,21 @@ impl SirdConfig {
 
 /// Every tunable of the protocol core. Times are in nanoseconds, sizes in
 /// bytes, fractions in thousandths.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+///
+/// Parameters may be added in a minor release (`#[non_exhaustive]`): outside
+/// this crate, start from [`Config::default`] (or [`Config::for_link`]) and
+/// set fields:
+///
+/// ```
+/// let mut config = homa_core::Config::default();
+/// config.mtu = 9_000;
+/// config.set_rtt_bytes(100_000);
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct Config {
     /// The receiver-driven design: Homa (default) or SIRD.
     pub design: Design,

@@ -12,6 +12,10 @@
 //! and runs its timer. The socket runtime, the simulator and the tests all
 //! drive the same code.
 //!
+//! Cargo feature `serde` (off by default): `Serialize`/`Deserialize` for
+//! [`Config`] (read from TOML or JSON files), `Serialize` for [`Metrics`]
+//! and [`RpcSnapshot`] (reports).
+//!
 //! ```
 //! use bytes::Bytes;
 //! use homa_core::{Config, Endpoint, Event};

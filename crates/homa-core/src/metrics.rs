@@ -2,10 +2,10 @@
 //! can be answered from numbers.
 
 use homa_wire::PacketType;
-use serde::Serialize;
 
 /// Packets and bytes, per packet type.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PerType {
     /// Packets of each type, indexed by [`PacketType::index`].
     pub packets: [u64; PacketType::COUNT],
@@ -35,8 +35,11 @@ impl PerType {
     }
 }
 
-/// A snapshot of an endpoint's counters and gauges.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// A snapshot of an endpoint's counters and gauges. More may be added in a
+/// minor release (`#[non_exhaustive]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Metrics {
     /// Packets handed to the driver, by type.
     pub sent: PerType,

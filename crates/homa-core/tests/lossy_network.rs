@@ -19,18 +19,17 @@ const SEC: u64 = 1_000_000_000;
 
 /// The protocol configuration for lossy networks.
 fn lossy_homa() -> Config {
-    Config {
-        max_message_size: 16 << 20,
-        // With 10% loss per packet, five unanswered RESENDs in a row to one
-        // peer (each RESEND and its answer can be lost, so each round trip
-        // fails with probability ≈ 0.19) happens about once in 4,000 rounds:
-        // not rare in a run with thousands of RPCs. The default of 5 is tuned
-        // for datacenters, where loss is rare and a silent peer is almost
-        // certainly dead; ten in a row (≈ 1 in 16 million) keeps the test
-        // about the protocol rather than about bad luck.
-        timeout_resends: 10,
-        ..Config::default()
-    }
+    let mut c = Config::default();
+    c.max_message_size = 16 << 20;
+    // With 10% loss per packet, five unanswered RESENDs in a row to one
+    // peer (each RESEND and its answer can be lost, so each round trip
+    // fails with probability ≈ 0.19) happens about once in 4,000 rounds:
+    // not rare in a run with thousands of RPCs. The default of 5 is tuned
+    // for datacenters, where loss is rare and a silent peer is almost
+    // certainly dead; ten in a row (≈ 1 in 16 million) keeps the test
+    // about the protocol rather than about bad luck.
+    c.timeout_resends = 10;
+    c
 }
 
 /// A 10 Gbit/s network with 2 µs links and the given impairments.

@@ -67,20 +67,19 @@ fn peer(i: usize) -> SocketAddr {
 }
 
 fn config() -> Config {
-    Config {
-        max_message_size: 1_000_000,
-        rx_buffer_limit: 8 << 20,
-        // Short timers so that a run covers many ticks, RESENDs, dead peers
-        // and expiries.
-        tick_ns: 10_000,
-        resend_ticks: 3,
-        resend_interval: 2,
-        timeout_resends: 3,
-        need_ack_ticks: 2,
-        ack_memory_ns: 1_000_000,
-        peer_idle_ns: 2_000_000,
-        ..Config::default()
-    }
+    let mut c = Config::default();
+    c.max_message_size = 1_000_000;
+    c.rx_buffer_limit = 8 << 20;
+    // Short timers so that a run covers many ticks, RESENDs, dead peers
+    // and expiries.
+    c.tick_ns = 10_000;
+    c.resend_ticks = 3;
+    c.resend_interval = 2;
+    c.timeout_resends = 3;
+    c.need_ack_ticks = 2;
+    c.ack_memory_ns = 1_000_000;
+    c.peer_idle_ns = 2_000_000;
+    c
 }
 
 /// Upper bound on the time from a peer falling silent to it being declared

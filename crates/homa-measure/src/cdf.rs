@@ -10,7 +10,9 @@
 //! every sampled size is one of the sizes in the file.
 //!
 //! The standard tables are compiled into the crate, so every tool that uses
-//! them runs from any directory.
+//! them runs from any directory. They are read from the crate's own
+//! `workloads/`, whose files are links to the repository's: `cargo package`
+//! copies what a link points to, so the published crate carries them.
 
 use rand::Rng;
 use std::path::{Path, PathBuf};
@@ -21,20 +23,20 @@ pub const BUILTIN: &[&str] = &["w1", "w2", "w3", "w4", "w5", "thesis-w3", "thesi
 
 /// The embedded tables: (canonical name, file stem alias, CSV text).
 const TABLES: &[(&str, &str, &str)] = &[
-    ("w1", "w1", include_str!("../../../workloads/w1.csv")),
-    ("w2", "w2", include_str!("../../../workloads/w2.csv")),
-    ("w3", "w3", include_str!("../../../workloads/w3.csv")),
-    ("w4", "w4", include_str!("../../../workloads/w4.csv")),
-    ("w5", "w5", include_str!("../../../workloads/w5.csv")),
+    ("w1", "w1", include_str!("../workloads/w1.csv")),
+    ("w2", "w2", include_str!("../workloads/w2.csv")),
+    ("w3", "w3", include_str!("../workloads/w3.csv")),
+    ("w4", "w4", include_str!("../workloads/w4.csv")),
+    ("w5", "w5", include_str!("../workloads/w5.csv")),
     (
         "thesis-w3",
         "thesis-w3-synthetic",
-        include_str!("../../../workloads/thesis-w3-synthetic.csv"),
+        include_str!("../workloads/thesis-w3-synthetic.csv"),
     ),
     (
         "thesis-w5",
         "thesis-w5-fb-webserver",
-        include_str!("../../../workloads/thesis-w5-fb-webserver.csv"),
+        include_str!("../workloads/thesis-w5-fb-webserver.csv"),
     ),
 ];
 

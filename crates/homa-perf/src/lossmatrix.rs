@@ -256,10 +256,11 @@ fn run_cell(
         let mut c = opts.homa_config.clone();
         // Each end drops this share of what it sends: every packet, in
         // either direction, is lost with probability `loss` once.
-        c.fault_injection = (loss > 0.0).then(|| FaultInjection {
-            drop_rate: loss / 100.0,
-            seed,
-            ..FaultInjection::default()
+        c.fault_injection = (loss > 0.0).then(|| {
+            let mut f = FaultInjection::default();
+            f.drop_rate = loss / 100.0;
+            f.seed = seed;
+            f
         });
         c
     };

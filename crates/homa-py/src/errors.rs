@@ -66,6 +66,9 @@ pub(crate) fn to_py(py: Python<'_>, e: homa::Error) -> PyErr {
             Some(code) => build(py, "HomaOSError", (code, t), &[]),
             None => build(py, "HomaOSError", (t,), &[]),
         },
+        // `homa::Error` is non-exhaustive: a variant newer than this table
+        // is still a HomaError, with the runtime's text.
+        _ => build(py, "HomaError", (t,), &[]),
     };
     or_fallback(py, text, built)
 }

@@ -227,41 +227,45 @@ fn run_all(tasks: Vec<Task>, jobs: usize) -> Result<Vec<Outcome>> {
     let results: Mutex<Vec<Option<Result<Outcome>>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
-            scope.spawn(|| loop {
-                let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                    break;
-                };
-                let task = &tasks[i];
-                let t0 = Instant::now();
-                let per_run = work(task.scenario());
-                let mut runs_done = 0u32;
-                let one_run = |s: &Scenario, runs_done: u32| {
-                    let mut cb = |completed: u64, total: u64| {
-                        let share = completed as f64 / total.max(1) as f64;
-                        let sum = set_done(i, per_run * (f64::from(runs_done) + share));
-                        progress.set_done(sum);
+            scope.spawn(|| {
+                while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let task = &tasks[i];
+                    let t0 = Instant::now();
+                    let per_run = work(task.scenario());
+                    let mut runs_done = 0u32;
+                    let one_run = |s: &Scenario, runs_done: u32| {
+                        let mut cb = |completed: u64, total: u64| {
+                            let share = completed as f64 / total.max(1) as f64;
+                            let sum = set_done(i, per_run * (f64::from(runs_done) + share));
+                            progress.set_done(sum);
+                        };
+                        protocols::run(s, Some(&mut cb))
                     };
-                    protocols::run(s, Some(&mut cb))
-                };
-                let out = match task {
-                    Task::Run(s) => one_run(s, 0).map(|r| Outcome::Run(Box::new(r))),
-                    Task::Search(s, steps) => {
-                        search::max_sustainable_load(s, 0.5, 1.0, *steps, SUSTAIN_THRESHOLD, |sc| {
-                            let r = one_run(sc, runs_done);
-                            runs_done += 1;
-                            r
-                        })
-                        .map(Outcome::Search)
+                    let out = match task {
+                        Task::Run(s) => one_run(s, 0).map(|r| Outcome::Run(Box::new(r))),
+                        Task::Search(s, steps) => search::max_sustainable_load(
+                            s,
+                            0.5,
+                            1.0,
+                            *steps,
+                            SUSTAIN_THRESHOLD,
+                            |sc| {
+                                let r = one_run(sc, runs_done);
+                                runs_done += 1;
+                                r
+                            },
+                        )
+                        .map(Outcome::Search),
                     }
+                    .with_context(|| task.describe());
+                    // A search that stopped early still did its whole share.
+                    let sum = set_done(i, task.work());
+                    progress.job_done(
+                        sum,
+                        &format!("{} ({:.1} s)", task.describe(), t0.elapsed().as_secs_f64()),
+                    );
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(out);
                 }
-                .with_context(|| task.describe());
-                // A search that stopped early still did its whole share.
-                let sum = set_done(i, task.work());
-                progress.job_done(
-                    sum,
-                    &format!("{} ({:.1} s)", task.describe(), t0.elapsed().as_secs_f64()),
-                );
-                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(out);
             });
         }
     });

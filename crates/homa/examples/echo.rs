@@ -47,10 +47,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if raw {
         args.remove(0);
     }
-    let config = Config {
-        transport: if raw { Transport::Raw } else { Transport::Udp },
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.transport = if raw { Transport::Raw } else { Transport::Udp };
     match (mode.as_str(), args.as_slice()) {
         ("server", [addr]) => server(addr.parse()?, config, 10.0),
         ("server", [addr, secs]) => server(addr.parse()?, config, secs.parse()?),

@@ -1,6 +1,13 @@
 //! The same API for async code (tokio or any executor): every wait is a
 //! future instead of a blocked thread. The endpoint's background thread
 //! reads the socket for async users.
+//!
+//! Nothing here needs a tokio runtime: the futures are woken by the
+//! endpoint's threads through their `Waker`, whatever polls them. Only
+//! `call`'s timeout needs a timer: tokio's when the polling thread is in a
+//! tokio runtime (so it follows `tokio::time::pause` in tests; tokio
+//! requires its time driver then, `enable_time` or `enable_all`), and a
+//! timer thread of this crate's otherwise.
 
 use crate::{Endpoint, Error, Request};
 use bytes::Bytes;
@@ -10,13 +17,33 @@ use std::time::Duration;
 
 /// An async view of an [`Endpoint`]. Cheap to clone.
 ///
-/// ```no_run
-/// # async fn demo() -> Result<(), homa::Error> {
-/// let ep = homa::AsyncEndpoint::bind("127.0.0.1:0".parse().unwrap(), homa::Config::default())?;
-/// let resp = ep
-///     .call("127.0.0.1:4000".parse().unwrap(), bytes::Bytes::from_static(b"hi"), std::time::Duration::from_secs(1))
-///     .await?;
-/// # let _ = resp; Ok(()) }
+/// Works on any executor, and from plain threads: [`AsyncEndpoint::bind`]
+/// and the calls that never block need no runtime at all, and the futures
+/// need none to be polled (see the module's documentation for `call`'s
+/// timer). Feature `tokio` (on by default).
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use bytes::Bytes;
+/// use std::time::Duration;
+///
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+/// rt.block_on(async {
+///     let server = homa::AsyncEndpoint::bind("127.0.0.1:0".parse()?, homa::Config::default())?;
+///     let addr = server.local_addr();
+///     let echo = server.clone();
+///     tokio::spawn(async move {
+///         while let Ok(req) = echo.recv_request().await {
+///             echo.reply(req.id, req.message).unwrap();
+///         }
+///     });
+///     let client = homa::AsyncEndpoint::bind("127.0.0.1:0".parse()?, homa::Config::default())?;
+///     let resp = client.call(addr, Bytes::from_static(b"hi"), Duration::from_secs(5)).await?;
+///     assert_eq!(resp, Bytes::from_static(b"hi"));
+///     server.shutdown();
+///     Ok::<(), Box<dyn std::error::Error>>(())
+/// })
+/// # }
 /// ```
 #[derive(Clone, Debug)]
 pub struct AsyncEndpoint {
@@ -42,8 +69,12 @@ impl AsyncEndpoint {
     }
 
     /// Sends a request and awaits its response, for at most `timeout`
-    /// (on timeout the RPC is aborted). `Duration::MAX` waits for as long
-    /// as the protocol keeps the RPC alive.
+    /// (on timeout the RPC is aborted and the result is
+    /// [`Error::Timeout`]).
+    ///
+    /// Runs on any executor: inside a tokio runtime the timeout is tokio's
+    /// timer (which tokio requires to be enabled, `enable_time`), elsewhere
+    /// this crate's timer thread.
     ///
     /// Cancel-safe: if the future is dropped before it resolves, the RPC is
     /// aborted (nothing is left behind).
@@ -54,21 +85,30 @@ impl AsyncEndpoint {
         timeout: Duration,
     ) -> Result<Bytes, Error> {
         let id = self.ep.send_request(dest, request)?;
-        // Aborts the RPC unless it finished (dropped future or timeout).
+        // Aborts the RPC unless it finished (dropped future, timeout, or
+        // no timer to be had).
         let mut guard = AbortUnlessDone {
             ep: &self.ep,
             id,
             done: false,
         };
-        let r = match tokio::time::timeout(timeout, self.recv_response(id)).await {
-            Ok(r) => {
+        let outcome = if tokio::runtime::Handle::try_current().is_ok() {
+            tokio::time::timeout(timeout, self.recv_response(id))
+                .await
+                .ok()
+        } else {
+            match crate::timer::timeout(timeout, self.recv_response(id)).await {
+                Ok(outcome) => outcome,
+                Err(e) => return Err(Error::Io(e)),
+            }
+        };
+        match outcome {
+            Some(r) => {
                 guard.done = true;
                 r
             }
-            Err(_) => Err(Error::Timeout),
-        };
-        drop(guard);
-        r
+            None => Err(Error::Timeout),
+        }
     }
 
     /// Starts an RPC (never blocks).
@@ -149,14 +189,13 @@ impl Drop for AbortUnlessDone<'_> {
 /// An async waiter's channel for the next request: dropped before the
 /// request was taken out of it, it gives the request back.
 struct PendingRequest<'a> {
-    rx: tokio::sync::oneshot::Receiver<Request>,
+    rx: crate::oneshot::Receiver<Request>,
     ep: &'a Endpoint,
 }
 
 impl Drop for PendingRequest<'_> {
     fn drop(&mut self) {
-        self.rx.close();
-        if let Ok(req) = self.rx.try_recv() {
+        if let Some(req) = self.rx.close_and_take() {
             self.ep.requeue_request(req);
         }
     }

@@ -1,13 +1,17 @@
 //! Runtime configuration: the protocol's parameters plus how they meet the
-//! operating system. Loadable from TOML.
+//! operating system. Loadable from TOML (feature `toml`).
 
 use crate::Error;
-use serde::{Deserialize, Serialize};
+#[cfg(feature = "toml")]
 use std::path::Path;
 
 /// How Homa packets travel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+///
+/// More transports may come in a minor release (`#[non_exhaustive]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+#[non_exhaustive]
 pub enum Transport {
     /// Homa packets as UDP payloads (IPv4 or IPv6); unprivileged. The UDP
     /// port is the Homa port.
@@ -36,7 +40,12 @@ pub enum Transport {
 /// Missing keys take their defaults (all rates 0), so a TOML table written
 /// for the older drop-only shim (`drop_rate`, `seed`) still loads.
 ///
+/// Fields may be added in a minor release (`#[non_exhaustive]`): outside
+/// this crate, start from [`FaultInjection::default`] or
+/// [`FaultInjection::loss`] and set fields.
+///
 /// ```
+/// # #[cfg(feature = "toml")] {
 /// let config = homa::Config::from_toml_str(r#"
 ///     [fault_injection]
 ///     drop_rate = 0.1
@@ -47,9 +56,12 @@ pub enum Transport {
 /// let f = config.fault_injection.unwrap();
 /// assert_eq!(f.recv_drop_rate, 0.1);
 /// assert_eq!(f.duplicate_rate, 0.0);
+/// # }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+#[non_exhaustive]
 pub struct FaultInjection {
     /// Fraction of outgoing packets dropped, 0.0..=1.0.
     pub drop_rate: f64,
@@ -121,7 +133,21 @@ impl FaultInjection {
 
 /// Everything an [`crate::Endpoint`] needs to know.
 ///
+/// Settings may be added in a minor release (`#[non_exhaustive]`): outside
+/// this crate, start from [`Config::default`] or [`Config::loopback`] and
+/// set fields,
+///
 /// ```
+/// let mut config = homa::Config::loopback();
+/// config.busy_poll = true;
+/// config.core.unsched_bytes = 60_000;
+/// # assert!(config.busy_poll);
+/// ```
+///
+/// or read TOML (feature `toml`), where missing keys keep their defaults:
+///
+/// ```
+/// # #[cfg(feature = "toml")] {
 /// let config = homa::Config::from_toml_str(r#"
 ///     transport = "udp"
 ///     busy_poll = true
@@ -130,9 +156,12 @@ impl FaultInjection {
 /// "#).unwrap();
 /// assert!(config.busy_poll);
 /// assert_eq!(config.core.unsched_bytes, 60_000);
+/// # }
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+#[non_exhaustive]
 pub struct Config {
     /// Protocol parameters (MTU, RTTbytes, overcommitment, priorities,
     /// timers). `core.lower_header_bytes` is set from the transport.
@@ -170,19 +199,18 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Config {
+        let mut core = homa_core::Config::default();
+        // A user-space process can be descheduled for tens of milliseconds
+        // on a loaded host; the kernel's 5 unanswered RESENDs (~30 ms)
+        // would then declare live peers dead. 20 rounds 5 ticks apart: a
+        // silent peer fails RPCs in ~105 ms.
+        core.timeout_resends = 20;
+        // Ask for a range 3 packets have overtaken at once: one socket path
+        // does not reorder, and waiting 5 ms per loss made a 1 MB RPC at 5%
+        // loss 10x slower than a clean one.
+        core.fast_resend_packets = 3;
         Config {
-            core: homa_core::Config {
-                // A user-space process can be descheduled for tens of
-                // milliseconds on a loaded host; the kernel's 5 unanswered
-                // RESENDs (~30 ms) would then declare live peers dead. 20
-                // rounds 5 ticks apart: a silent peer fails RPCs in ~105 ms.
-                timeout_resends: 20,
-                // Ask for a range 3 packets have overtaken at once: one
-                // socket path does not reorder, and waiting 5 ms per loss
-                // made a 1 MB RPC at 5% loss 10x slower than a clean one.
-                fast_resend_packets: 3,
-                ..homa_core::Config::default()
-            },
+            core,
             transport: Transport::Udp,
             busy_poll: false,
             poll_us: 50,
@@ -204,12 +232,10 @@ impl Config {
     /// can copy, and RTTbytes to match.
     pub fn loopback() -> Config {
         let base = Config::default();
-        let mut core = homa_core::Config {
-            mtu: 65_000,
-            max_message_size: 16 << 20,
-            link_mbps: 100_000,
-            ..base.core.clone()
-        };
+        let mut core = base.core.clone();
+        core.mtu = 65_000;
+        core.max_message_size = 16 << 20;
+        core.link_mbps = 100_000;
         // RTTbytes: a ~30 µs software round trip at the ~100 Gbit/s the
         // kernel copies loopback packets (SIRD's buckets follow from it).
         core.set_rtt_bytes(384_000);
@@ -223,6 +249,7 @@ impl Config {
     }
 
     /// Parses TOML; missing keys keep their defaults.
+    #[cfg(feature = "toml")]
     pub fn from_toml_str(text: &str) -> Result<Config, Error> {
         let config: Config = toml::from_str(text).map_err(|e| Error::Config(e.to_string()))?;
         config
@@ -236,6 +263,7 @@ impl Config {
     }
 
     /// Reads a TOML file.
+    #[cfg(feature = "toml")]
     pub fn from_toml_file(path: &Path) -> Result<Config, Error> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;

@@ -14,6 +14,7 @@
 
 use crate::config::Config;
 use crate::fault::{Faults, Verdict};
+use crate::oneshot;
 use crate::ready::Readiness;
 use crate::socket::{HomaSocket, RecvBufs};
 use crate::wake::{sleep, Kick};
@@ -27,7 +28,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
 /// Longest a reader sleeps before looking at the world again.
 const MAX_SLEEP: Duration = Duration::from_millis(10);
@@ -53,7 +53,10 @@ pub struct Request {
 }
 
 /// Counters of the runtime itself (the protocol's are in [`Metrics`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+/// More may be added in a minor release (`#[non_exhaustive]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct RuntimeStats {
     /// Packets handed to the kernel.
     pub packets_sent: u64,
@@ -503,6 +506,7 @@ impl Endpoint {
         self.inner.shutdown();
     }
 
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn inner(&self) -> &Arc<Inner> {
         &self.inner
     }
@@ -1063,6 +1067,7 @@ impl Inner {
 
     /// Registers an async waiter for a response; `Err` carries an immediate
     /// answer.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn register_response(
         &self,
         id: RpcId,
@@ -1107,6 +1112,7 @@ impl Inner {
     }
 
     /// Registers an async waiter for the next request.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn register_request(
         &self,
     ) -> Result<oneshot::Receiver<Request>, Result<Request, Error>> {

@@ -4,7 +4,11 @@ use homa_core::RpcId;
 use thiserror::Error;
 
 /// Why a call failed.
+///
+/// More reasons may be added in a minor release (`#[non_exhaustive]`): a
+/// `match` outside this crate needs a `_` arm.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The wait ended before the message arrived. For `call`, the RPC has
     /// been aborted.

@@ -118,9 +118,7 @@ fn echo_raw4_loopback() {
 /// the path where every packet is its own datagram.
 #[test]
 fn echo_udp4_without_offload() {
-    let config = Config {
-        segmentation_offload: false,
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.segmentation_offload = false;
     echo_sizes("udp4/no-offload", "127.0.0.1", Transport::Udp, config);
 }

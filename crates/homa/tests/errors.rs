@@ -503,10 +503,8 @@ fn bad_addresses() {
     }
     // Binding: raw IP is IPv4 only; multicast is refused; an address this
     // host does not have is explained.
-    let raw6 = Config {
-        transport: Transport::Raw,
-        ..Config::default()
-    };
+    let mut raw6 = Config::default();
+    raw6.transport = Transport::Raw;
     let e = Endpoint::bind("[::1]:0".parse().unwrap(), raw6).unwrap_err();
     assert!(
         matches!(&e, Error::BadAddress(s) if s.contains("IPv4")),
@@ -537,10 +535,8 @@ fn raw_port_cannot_be_bound_twice() {
         eprintln!("raw double-bind test skipped: raw IP (protocol 146) needs root");
         return;
     }
-    let raw = Config {
-        transport: Transport::Raw,
-        ..Config::default()
-    };
+    let mut raw = Config::default();
+    raw.transport = Transport::Raw;
     let first = Endpoint::bind("127.0.0.1:0".parse().unwrap(), raw.clone()).unwrap();
     let second = Endpoint::bind(first.local_addr(), raw.clone());
     let Err(e) = second else {
@@ -616,10 +612,8 @@ fn drop_thread_capabilities(caps: &[u32]) -> std::io::Result<()> {
 #[test]
 fn raw_mode_without_privilege_is_permission_denied() {
     let check = || {
-        let raw = Config {
-            transport: Transport::Raw,
-            ..Config::default()
-        };
+        let mut raw = Config::default();
+        raw.transport = Transport::Raw;
         let e = Endpoint::bind(any4(), raw).unwrap_err();
         match &e {
             Error::PermissionDenied(s) => assert!(s.contains("CAP_NET_RAW"), "{s}"),

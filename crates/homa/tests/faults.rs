@@ -10,32 +10,27 @@ use homa::{Config, Endpoint, FaultInjection, RuntimeStats};
 use std::net::SocketAddr;
 
 fn faulty(seed: u64) -> Config {
-    Config {
-        fault_injection: Some(FaultInjection {
-            drop_rate: 0.10,
-            duplicate_rate: 0.05,
-            reorder_rate: 0.05,
-            recv_drop_rate: 0.10,
-            recv_duplicate_rate: 0.05,
-            recv_reorder_rate: 0.05,
-            reorder_max_packets: 4,
-            reorder_max_delay_us: 2_000,
-            seed,
-        }),
-        ..Config::default()
-    }
+    let mut f = FaultInjection::loss(0.10, seed);
+    f.duplicate_rate = 0.05;
+    f.reorder_rate = 0.05;
+    f.recv_duplicate_rate = 0.05;
+    f.recv_reorder_rate = 0.05;
+    f.reorder_max_packets = 4;
+    f.reorder_max_delay_us = 2_000;
+    let mut config = Config::default();
+    config.fault_injection = Some(f);
+    config
 }
 
 fn sum(a: RuntimeStats, b: RuntimeStats) -> RuntimeStats {
-    RuntimeStats {
-        injected_drops: a.injected_drops + b.injected_drops,
-        injected_duplicates: a.injected_duplicates + b.injected_duplicates,
-        injected_reorders: a.injected_reorders + b.injected_reorders,
-        injected_recv_drops: a.injected_recv_drops + b.injected_recv_drops,
-        injected_recv_duplicates: a.injected_recv_duplicates + b.injected_recv_duplicates,
-        injected_recv_reorders: a.injected_recv_reorders + b.injected_recv_reorders,
-        ..RuntimeStats::default()
-    }
+    let mut s = RuntimeStats::default();
+    s.injected_drops = a.injected_drops + b.injected_drops;
+    s.injected_duplicates = a.injected_duplicates + b.injected_duplicates;
+    s.injected_reorders = a.injected_reorders + b.injected_reorders;
+    s.injected_recv_drops = a.injected_recv_drops + b.injected_recv_drops;
+    s.injected_recv_duplicates = a.injected_recv_duplicates + b.injected_recv_duplicates;
+    s.injected_recv_reorders = a.injected_recv_reorders + b.injected_recv_reorders;
+    s
 }
 
 #[test]
@@ -92,13 +87,10 @@ fn old_drop_only_tables_still_load_and_bad_rates_are_refused() {
     assert_eq!(f.reorder_rate, 0.0);
     let e = Config::from_toml_str("[fault_injection]\nrecv_drop_rate = 1.5\n").unwrap_err();
     assert!(e.to_string().contains("recv_drop_rate"), "{e}");
-    let bad = Config {
-        fault_injection: Some(FaultInjection {
-            duplicate_rate: -0.1,
-            ..FaultInjection::default()
-        }),
-        ..Config::default()
-    };
+    let mut f = FaultInjection::default();
+    f.duplicate_rate = -0.1;
+    let mut bad = Config::default();
+    bad.fault_injection = Some(f);
     let e = Endpoint::bind("127.0.0.1:0".parse().unwrap(), bad).unwrap_err();
     assert!(e.to_string().contains("duplicate_rate"), "{e}");
 }

@@ -78,13 +78,13 @@ fn run_rpcs(clients: Vec<Endpoint>, dest: SocketAddr, sizes: &[usize], window: u
 #[test]
 fn fault_injection_5_percent_both_ends() {
     const SEED: u64 = 0x105_5005;
-    let faulty = |seed| Config {
-        fault_injection: Some(FaultInjection {
-            drop_rate: 0.05,
-            seed,
-            ..FaultInjection::default()
-        }),
-        ..Config::default()
+    let faulty = |seed| {
+        let mut f = FaultInjection::default();
+        f.drop_rate = 0.05;
+        f.seed = seed;
+        let mut config = Config::default();
+        config.fault_injection = Some(f);
+        config
     };
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let server = EchoServer::bind(any, faulty(SEED), 4);

@@ -332,10 +332,8 @@ fn tos_per_packet_raw4() {
         return;
     }
     let s = RawStandIn::open();
-    let config = Config {
-        transport: Transport::Raw,
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.transport = Transport::Raw;
     let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
     assert!(matches!(client.local_addr().ip(), IpAddr::V4(_)));
     check_priorities("raw4", &s, &client);

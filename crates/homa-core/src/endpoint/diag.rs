@@ -4,11 +4,11 @@
 use super::Endpoint;
 use crate::event::RpcId;
 use crate::Nanos;
-use serde::Serialize;
 use std::fmt;
 
 /// How far one message of an RPC got (bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct MessageProgress {
     /// Message length.
     pub length: u32,
@@ -21,7 +21,8 @@ pub struct MessageProgress {
 }
 
 /// One RPC's state at a moment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RpcSnapshot {
     /// Phase name ("client", "receiving", "in service", "responding").
     pub phase: &'static str,

@@ -232,7 +232,7 @@ fn sample_distribution_matches_table() {
 
 #[test]
 fn samples_are_sizes_from_the_file() {
-    let text = include_str!("../../../../workloads/w2.csv");
+    let text = include_str!("../../workloads/w2.csv");
     let sizes: std::collections::HashSet<u64> = text
         .lines()
         .skip(1)

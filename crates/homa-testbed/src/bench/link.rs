@@ -141,14 +141,13 @@ pub fn link_config(rate_mbit: u64, mtu: u32, rtt_ns: u64, nic_queue_packets: f64
     core.ack_memory_ns = core.ack_memory_ns.max(2 * core.dead_peer_ns());
     // One full packet's transmission time.
     let packet_ns = mtu as u64 * 8_000 / rate_mbit.max(1);
-    homa::Config {
-        core,
-        max_nic_queue_ns: (nic_queue_packets * packet_ns as f64) as u64,
-        // The qdiscs must see MTU-sized packets (priorities act per packet).
-        segmentation_offload: false,
-        // All hosts share two cores: a thread that polls takes CPU
-        // from the one it waits for.
-        poll_us: 0,
-        ..base
-    }
+    let mut config = base;
+    config.core = core;
+    config.max_nic_queue_ns = (nic_queue_packets * packet_ns as f64) as u64;
+    // The qdiscs must see MTU-sized packets (priorities act per packet).
+    config.segmentation_offload = false;
+    // All hosts share two cores: a thread that polls takes CPU
+    // from the one it waits for.
+    config.poll_us = 0;
+    config
 }

@@ -68,6 +68,7 @@ pub fn max_payload(config: &Config, addr: SocketAddr) -> usize {
         (Transport::Raw, _) => 20,
         (Transport::Udp, SocketAddr::V4(_)) => 28,
         (Transport::Udp, SocketAddr::V6(_)) => 48,
+        (other, _) => panic!("no header size known for transport {other:?}"),
     };
     config.core.mtu as usize - lower - homa_wire::DATA_HEADER_LEN
 }

@@ -1,0 +1,188 @@
+//! `AsyncEndpoint` outside a tokio runtime: binding and every call work
+//! from a plain thread, its futures run on a minimal executor (a `block_on`
+//! of a few lines, below), and `call` times out without tokio's timer —
+//! nothing panics. And the same inside a tokio runtime, for comparison.
+
+mod common;
+
+use bytes::Bytes;
+use common::CALL_TIMEOUT;
+use homa::{AsyncEndpoint, Config, Error};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+/// The smallest executor: polls on this thread, parks between wake-ups.
+fn block_on<F: Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+fn any() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// Asserts that no tokio runtime is current on this thread, so the test
+/// really is about running without one.
+fn assert_no_runtime() {
+    assert!(
+        tokio::runtime::Handle::try_current().is_err(),
+        "this test must run outside any tokio runtime"
+    );
+}
+
+#[test]
+fn bind_and_every_call_work_from_plain_threads() {
+    assert_no_runtime();
+    let server = AsyncEndpoint::bind(any(), Config::default()).unwrap();
+    let addr = server.local_addr();
+    let echo = server.clone();
+    let served = std::thread::spawn(move || {
+        assert_no_runtime();
+        let mut n = 0;
+        // Ends with Err(Closed) when the endpoint is shut down.
+        while let Ok(req) = block_on(echo.recv_request()) {
+            echo.reply(req.id, req.message).unwrap();
+            n += 1;
+        }
+        n
+    });
+
+    let client = AsyncEndpoint::bind(any(), Config::default()).unwrap();
+    assert_eq!(client.local_addr().ip(), addr.ip());
+    assert_eq!(client.blocking().local_addr(), client.local_addr());
+    for len in [0, 100, 100_000] {
+        let msg = common::pattern(len as u64, len);
+        let resp = block_on(client.call(addr, msg.clone(), CALL_TIMEOUT)).unwrap();
+        common::assert_bytes(&msg, &resp, "call");
+    }
+    let id = client
+        .send_request(addr, Bytes::from_static(b"by id"))
+        .unwrap();
+    let resp = block_on(client.recv_response(id)).unwrap();
+    assert_eq!(resp, Bytes::from_static(b"by id"));
+    // Two at once, awaited in the opposite order.
+    let a = client.send_request(addr, Bytes::from_static(b"a")).unwrap();
+    let b = client.send_request(addr, Bytes::from_static(b"b")).unwrap();
+    assert_eq!(block_on(client.recv_response(b)).unwrap(), "b");
+    assert_eq!(block_on(client.recv_response(a)).unwrap(), "a");
+    // A finished RPC is gone; an unknown one is an error, not a hang.
+    assert!(matches!(
+        block_on(client.recv_response(a)),
+        Err(Error::UnknownRpc(_))
+    ));
+    assert_eq!(client.metrics().requests_started, 6);
+
+    server.shutdown();
+    assert_eq!(served.join().unwrap(), 6);
+    assert!(matches!(
+        block_on(server.recv_request()),
+        Err(Error::Closed)
+    ));
+    client.shutdown();
+    assert!(matches!(
+        block_on(client.call(addr, Bytes::new(), CALL_TIMEOUT)),
+        Err(Error::Closed)
+    ));
+}
+
+/// A server that takes requests and never answers: the peer stays alive
+/// (it answers RESENDs), so only the timeout can end a call.
+fn silent_server() -> AsyncEndpoint {
+    AsyncEndpoint::bind(any(), Config::default()).unwrap()
+}
+
+#[test]
+fn call_times_out_without_a_runtime() {
+    assert_no_runtime();
+    let server = silent_server();
+    let client = AsyncEndpoint::bind(any(), Config::default()).unwrap();
+    let wait = Duration::from_millis(300);
+    let start = Instant::now();
+    let r = block_on(client.call(server.local_addr(), Bytes::from_static(b"?"), wait));
+    let took = start.elapsed();
+    assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+    assert!(took >= wait, "timed out after {took:?}, before {wait:?}");
+    // The RPC was aborted: nothing is left outstanding.
+    assert!(matches!(
+        client.blocking().recv_any_response(Some(Duration::ZERO)),
+        Err(Error::NothingOutstanding)
+    ));
+    // A pending recv_request is just a future: dropping it is fine, and the
+    // request is still delivered to the next one.
+    let got = block_on(server.recv_request()).unwrap();
+    assert_eq!(got.message, Bytes::from_static(b"?"));
+}
+
+#[test]
+fn call_times_out_on_a_thread_of_another_executor_while_others_run() {
+    // Several calls at once from several plain threads, with different
+    // timeouts: each ends by its own deadline.
+    let server = silent_server();
+    let addr = server.local_addr();
+    let threads: Vec<_> = (0..4u64)
+        .map(|i| {
+            std::thread::spawn(move || {
+                assert_no_runtime();
+                let client = AsyncEndpoint::bind(any(), Config::default()).unwrap();
+                let wait = Duration::from_millis(100 + 100 * i);
+                let start = Instant::now();
+                let r = block_on(client.call(addr, Bytes::from_static(b"?"), wait));
+                (r, start.elapsed(), wait)
+            })
+        })
+        .collect();
+    for t in threads {
+        let (r, took, wait) = t.join().unwrap();
+        assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+        assert!(took >= wait, "{took:?} < {wait:?}");
+    }
+}
+
+#[test]
+fn inside_a_tokio_runtime_the_same_calls_work() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let server = AsyncEndpoint::bind(any(), Config::default()).unwrap();
+        let silent = silent_server();
+        let addr = server.local_addr();
+        let echo = server.clone();
+        tokio::spawn(async move {
+            while let Ok(req) = echo.recv_request().await {
+                echo.reply(req.id, req.message).unwrap();
+            }
+        });
+        let client = AsyncEndpoint::bind(any(), Config::default()).unwrap();
+        let resp = client
+            .call(addr, Bytes::from_static(b"hi"), CALL_TIMEOUT)
+            .await
+            .unwrap();
+        assert_eq!(resp, "hi");
+        let wait = Duration::from_millis(200);
+        let start = Instant::now();
+        let r = client
+            .call(silent.local_addr(), Bytes::from_static(b"?"), wait)
+            .await;
+        assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+        assert!(start.elapsed() >= wait);
+        server.shutdown();
+    });
+}
