@@ -13,6 +13,7 @@
 use homa_wire::{
     AckEntry, AckList, Body, CommonHeader, DataHeader, Packet, PacketType, ACK_ENTRY_LEN,
     COMMON_HEADER_LEN, DATA_HEADER_LEN, MAX_ACKS, MAX_PRIORITIES, RESEND_ALL,
+    RESEND_DEFAULT_PRIORITY, RESEND_UPSTREAM_LEN,
 };
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
@@ -278,11 +279,19 @@ proptest! {
         let prefix = &bytes[..n];
         match Packet::parse(prefix) {
             Ok(q) => {
-                // Only DATA may lose bytes and still parse (fewer payload bytes).
-                prop_assert!(n == bytes.len() || q.packet_type() == PacketType::Data);
-                check_reemission(prefix, &q)?;
+                // Only DATA may lose bytes and still parse (fewer payload
+                // bytes), and RESEND its priority byte (the upstream layout).
+                let ty = q.packet_type();
+                let upstream_resend = ty == PacketType::Resend && n == RESEND_UPSTREAM_LEN;
+                prop_assert!(n == bytes.len() || ty == PacketType::Data || upstream_resend);
+                if upstream_resend {
+                    prop_assert!(matches!(q.body, Body::Resend { priority: RESEND_DEFAULT_PRIORITY, .. }));
+                    prop_assert_eq!(&q.to_vec()[..n], prefix);
+                } else {
+                    check_reemission(prefix, &q)?;
+                }
             }
-            Err(_) => prop_assert!(n < p.packet().packet_type().header_len()),
+            Err(_) => prop_assert!(n < p.packet().packet_type().min_len()),
         }
     }
 }

@@ -37,6 +37,9 @@ const BACKGROUND_GRACE: Duration = Duration::from_micros(200);
 const SPIN_BELOW: Duration = Duration::from_micros(30);
 /// Receive batches taken in one go before other work gets a turn.
 const RECV_ROUNDS: usize = 8;
+/// Most time [`Endpoint::shutdown`] spends sending the ACKs the endpoint
+/// owes before the socket closes.
+const CLOSE_FLUSH_TIME: Duration = Duration::from_millis(100);
 
 /// Packets on their way to the kernel; usually one or none, kept inline.
 type Output = smallvec::SmallVec<[Transmit; 2]>;
@@ -459,7 +462,12 @@ impl Endpoint {
     }
 
     /// Closes the endpoint: waiting calls return [`Error::Closed`], the
-    /// background thread stops, and RPCs in progress are abandoned.
+    /// background thread stops, and RPCs in progress are abandoned. Before
+    /// the socket closes, the ACKs this endpoint owes its servers go out
+    /// (finished RPCs, and abandoned ones, which servers may then free; see
+    /// [`homa_core::Endpoint::close`]), for at most 100 ms: otherwise a Linux
+    /// server would ask for them with a NEED_ACK every millisecond for as
+    /// long as it runs. The same happens when the last handle is dropped.
     pub fn shutdown(&self) {
         self.inner.shutdown();
     }
@@ -509,6 +517,41 @@ impl Inner {
             if h.thread().id() != std::thread::current().id() {
                 let _ = h.join();
             }
+        }
+        self.flush_on_close();
+    }
+
+    /// Ends the core's RPCs and sends the ACK packets that produces (not
+    /// through the pacer or the fault shim: a handful of small packets),
+    /// within [`CLOSE_FLUSH_TIME`].
+    fn flush_on_close(&self) {
+        let start = Instant::now();
+        let mut out = Vec::new();
+        {
+            let mut st = self.lock();
+            let now = self.now();
+            st.core.close(now);
+            // (A paced DATA packet held back belongs to an RPC now ended.)
+            st.held = None;
+            while let Some(t) = st.core.poll_transmit(now) {
+                out.push(t);
+            }
+        }
+        let mut sent = 0;
+        for chunk in out.chunks(64) {
+            if start.elapsed() >= CLOSE_FLUSH_TIME {
+                break;
+            }
+            let dropped = self.sock.send(chunk);
+            sent += chunk.len() - dropped;
+            let s = &self.stats;
+            s.packets_sent
+                .fetch_add((chunk.len() - dropped) as u64, Ordering::Relaxed);
+            s.send_drops.fetch_add(dropped as u64, Ordering::Relaxed);
+            s.send_calls.fetch_add(1, Ordering::Relaxed);
+        }
+        if sent < out.len() {
+            tracing::debug!(sent, owed = out.len(), "not every ACK went out on close");
         }
     }
 

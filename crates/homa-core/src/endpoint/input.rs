@@ -169,6 +169,20 @@ impl Endpoint {
         m.granted = m
             .granted
             .max(self.receiver.initial_grant(m.length, h.incoming));
+        // A packet that starts below our grant and ends past it is taken
+        // whole: a Linux sender transmits every packet that starts below its
+        // grant (homa_xmit_data), on a packet grid that restarts at its
+        // unscheduled limit, so our grant offsets usually fall inside one of
+        // its packets. Dropping it would leave a gap to RESEND at every
+        // grant. At most one packet past each grant, within the message.
+        let end = h.offset as u64 + payload.len() as u64;
+        if (h.offset < m.granted)
+            && end > m.granted as u64
+            && payload.len() <= self.config.max_payload() as usize
+        {
+            m.granted = end as u32;
+            self.metrics.data_straddling_grant += 1;
+        }
         let result = m.add(h.offset, payload);
         let after = m.outstanding();
         let complete = m.is_complete();
@@ -613,6 +627,15 @@ impl Endpoint {
         }
     }
 
+    /// A server asks us (the client) to acknowledge RPC `id`. If we still
+    /// have it, our own timer asks for what is missing. If we do not (we
+    /// acked it and the ACK was lost, or we abandoned it), we answer with
+    /// one ACK packet naming it, as Linux's `homa_need_ack_pkt` does, with
+    /// up to four more acks owed to that server. One small packet per
+    /// NEED_ACK at most, and at most `timer_packets_per_peer` per peer per
+    /// tick (`backlog_unproven_per_tick` per tick for all senders we keep
+    /// no state for together), so a flood of NEED_ACKs with a forged source
+    /// buys a bounded trickle of ACKs.
     fn handle_need_ack(&mut self, now: Nanos, id: RpcId) {
         if !id.is_client() {
             self.metrics.invalid_dropped += 1;
@@ -623,20 +646,44 @@ impl Endpoint {
             // for it.
             return;
         }
+        let tick = self.tick(now);
+        let allowed = match self.peers.get_mut(&id.peer) {
+            Some(p) => p.take_need_ack_reply(tick, self.config.timer_packets_per_peer),
+            None => {
+                if self.stray_need_ack_tick != tick {
+                    self.stray_need_ack_tick = tick;
+                    self.stray_need_ack_replies = 0;
+                }
+                let ok = self.stray_need_ack_replies < self.config.backlog_unproven_per_tick.max(1);
+                self.stray_need_ack_replies += ok as u32;
+                ok
+            }
+        };
+        if !allowed {
+            self.metrics.need_ack_replies_limited += 1;
+            return;
+        }
+        let mut acks = AckList::new();
         if let Some(p) = self.peers.get_mut(&id.peer) {
             p.pending_acks.retain(|&c| c != id.id);
+            while !acks.is_full() {
+                let Some(client_id) = p.pending_acks.pop_front() else {
+                    break;
+                };
+                let _ = acks.push(AckEntry {
+                    client_id,
+                    server_port: id.peer.port(),
+                });
+            }
+            if p.pending_acks.is_empty() {
+                let timer = p.acks_timer.take();
+                self.timers.cancel(Timer::Acks(id.peer), timer);
+            }
+            self.refresh_peer(now, id.peer);
         }
-        self.metrics.acks_sent += 1;
-        if self.peers.get(&id.peer).is_some() {
-            self.flush_acks(now, id.peer, id.id);
-        } else {
-            self.queue_control(
-                id,
-                Body::Ack {
-                    acks: AckList::new(),
-                },
-            );
-        }
+        self.metrics.need_ack_replies += 1;
+        self.metrics.acks_sent += 1 + acks.len() as u64;
+        self.queue_control(id, Body::Ack { acks });
     }
 
     fn handle_ack(&mut self, now: Nanos, id: RpcId) {

@@ -242,9 +242,23 @@ impl Endpoint {
                 }
             }
             Wait::Response | Wait::Probe => {
-                let (offset, length) = wait.whole_range();
+                let (offset, length) = rpc.resend_range(wait);
+                // A probe for an incoming message repeats our grant too: Linux
+                // counts only DATA, GRANT and BUSY as signs of life of an RPC
+                // (homa_dispatch_pkts), and a Linux sender silent for
+                // `timeout_ticks` (100 ms) aborts it (homa_timer_check_rpc),
+                // however many RESENDs it got meanwhile.
+                let keepalive = match (wait, rpc.phase.msgin()) {
+                    (Wait::Probe, Some(m)) if m.granted > 0 => {
+                        Some((m.granted.min(m.length), m.priority))
+                    }
+                    _ => None,
+                };
                 self.metrics.resends_requested += 1;
                 self.queue_resend(id, offset, length);
+                if let Some((offset, priority)) = keepalive {
+                    self.queue_control(id, Body::Grant { offset, priority });
+                }
             }
         }
         false
