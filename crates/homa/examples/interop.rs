@@ -6,7 +6,7 @@
 //! ```text
 //! interop client SERVER_ADDR --sizes LIST [--conc N] [--rounds R]
 //!                [--rpc-timeout S] [--expect-ok N] [--max-fail-ms MS]
-//!                [--expect-unanswered SIZE] [TIMERS]
+//!                [--expect-unanswered SIZE] [--stay S] [TIMERS]
 //! interop server BIND_ADDR --count N [--linger S] [--idle S] [TIMERS]
 //! TIMERS: [--resend-ticks T] [--resend-interval T] [--timeout-resends N] [--udp]
 //! ```
@@ -21,7 +21,12 @@
 //! 0-byte message: it keeps such an RPC and answers BUSY for ever), and
 //! every other RPC must succeed. The server echoes `count` requests, waits up to
 //! `--linger` seconds for the clients' acks, and exits 0. Both shut the
-//! endpoint down before exiting, which sends the acks they owe.
+//! endpoint down before exiting, which sends the acks they owe. With
+//! `--stay S` the client keeps a second raw endpoint (another port) open
+//! for S seconds after its own shut down, as a process with other endpoints
+//! would: the host then has a protocol-146 socket, so its kernel does not
+//! answer Linux's NEED_ACKs with ICMP protocol-unreachable (which makes
+//! Linux drop the RPCs), and only the acks sent on shutdown end them.
 //!
 //! Output lines: `HOMARS RPC OK|FAIL ...`, `HOMARS ECHO ...`, `HOMARS DONE
 //! ...`, and `HOMARS METRIC name value` for the counters the suite checks.
@@ -35,7 +40,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: interop client SERVER_ADDR --sizes LIST [--conc N] [--rounds R] \
-     [--rpc-timeout S] [--expect-ok N] [--max-fail-ms MS] [--expect-unanswered SIZE] [TIMERS]\n       \
+     [--rpc-timeout S] [--expect-ok N] [--max-fail-ms MS] [--expect-unanswered SIZE] [--stay S] [TIMERS]\n       \
      interop server BIND_ADDR --count N [--linger S] [--idle S] [TIMERS]\n       \
      TIMERS: [--resend-ticks T] [--resend-interval T] [--timeout-resends N] [--udp]";
 
@@ -161,6 +166,12 @@ fn client(server: SocketAddr, opts: &Opts) -> Res<bool> {
         "0.0.0.0:0".parse()?
     } else {
         "[::]:0".parse()?
+    };
+    let stay = Duration::from_secs_f64(opts.num("stay", 0.0)?);
+    let bystander = if stay > Duration::ZERO {
+        Some(Endpoint::bind(local, config.clone())?)
+    } else {
+        None
     };
     let ep = Endpoint::bind(local, config)?;
     println!(
@@ -299,9 +310,18 @@ fn client(server: SocketAddr, opts: &Opts) -> Res<bool> {
         (None, Some(b)) => (b - t0).as_millis(),
         _ => 0,
     };
-    print_metrics(&ep.metrics());
-    // Shutting down sends the acks we owe (no NEED_ACKs left behind).
+    // Shutting down sends the acks we owe (no NEED_ACKs left behind): at
+    // once after the last response, before the acks' own timer.
     ep.shutdown();
+    print_metrics(&ep.metrics());
+    if let Some(b) = bystander {
+        std::thread::sleep(stay);
+        println!(
+            "HOMARS STAYED {} ms with another endpoint ({} packets for other ports)",
+            stay.as_millis(),
+            b.metrics().invalid_dropped
+        );
+    }
     println!(
         "HOMARS DONE ok={ok} fail={fail} unanswered={unanswered_seen} elapsed_ms={} last_fail_after_ok_ms={fail_after_ms}",
         elapsed.as_millis()
