@@ -8,7 +8,8 @@
 //!                [--rpc-timeout S] [--expect-ok N] [--max-fail-ms MS]
 //!                [--expect-unanswered SIZE] [--stay S] [TIMERS]
 //! interop server BIND_ADDR --count N [--linger S] [--idle S] [TIMERS]
-//! TIMERS: [--resend-ticks T] [--resend-interval T] [--timeout-resends N] [--udp]
+//! TIMERS: [--resend-ticks T] [--resend-interval T] [--timeout-resends N]
+//!         [--max-overcommit N] [--udp]
 //! ```
 //!
 //! The client sends every size `rounds` times, at most `conc` at once,
@@ -42,7 +43,7 @@ use std::time::{Duration, Instant};
 const USAGE: &str = "usage: interop client SERVER_ADDR --sizes LIST [--conc N] [--rounds R] \
      [--rpc-timeout S] [--expect-ok N] [--max-fail-ms MS] [--expect-unanswered SIZE] [--stay S] [TIMERS]\n       \
      interop server BIND_ADDR --count N [--linger S] [--idle S] [TIMERS]\n       \
-     TIMERS: [--resend-ticks T] [--resend-interval T] [--timeout-resends N] [--udp]";
+     TIMERS: [--resend-ticks T] [--resend-interval T] [--timeout-resends N] [--max-overcommit N] [--udp]";
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -103,6 +104,9 @@ impl Opts {
         c.core.resend_ticks = self.num("resend-ticks", c.core.resend_ticks)?;
         c.core.resend_interval = self.num("resend-interval", c.core.resend_interval)?;
         c.core.timeout_resends = self.num("timeout-resends", c.core.timeout_resends)?;
+        // Fewer messages granted at once: the others wait, and their timer
+        // rounds probe the sender (who must answer) instead of asking for data.
+        c.core.max_overcommit = self.num("max-overcommit", c.core.max_overcommit)?;
         Ok(c)
     }
 }
