@@ -132,6 +132,8 @@ pub struct Rpc {
     pub in_grant_policy: bool,
     /// Current key in the table of partly received requests (server).
     pub embryo: Option<Nanos>,
+    /// Probe rounds sent (timer rounds of [`Wait::Probe`]).
+    pub probes: u32,
 }
 
 impl Rpc {
@@ -149,6 +151,7 @@ impl Rpc {
             credit: 0,
             in_grant_policy: false,
             embryo: None,
+            probes: 0,
         }
     }
 

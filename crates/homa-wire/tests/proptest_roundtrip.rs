@@ -285,7 +285,8 @@ proptest! {
                 let upstream_resend = ty == PacketType::Resend && n == RESEND_UPSTREAM_LEN;
                 prop_assert!(n == bytes.len() || ty == PacketType::Data || upstream_resend);
                 if upstream_resend {
-                    prop_assert!(matches!(q.body, Body::Resend { priority: RESEND_DEFAULT_PRIORITY, .. }));
+                    let default_priority = matches!(q.body, Body::Resend { priority: RESEND_DEFAULT_PRIORITY, .. });
+                    prop_assert!(default_priority);
                     prop_assert_eq!(&q.to_vec()[..n], prefix);
                 } else {
                     check_reemission(prefix, &q)?;
