@@ -118,6 +118,12 @@ pub struct Metrics {
     /// grid (which restarts at its unscheduled limit, 40,000 bytes), so most
     /// of our grant offsets cut one of its packets.
     pub data_straddling_grant: u64,
+    /// RPCs ended by an ICMP destination-unreachable that names them (the
+    /// peer's port or protocol is gone; Linux's `homa_err_handler_v4`).
+    pub unreachable_rpcs: u64,
+    /// ICMP destination-unreachables that named no RPC of ours (stale, or
+    /// forged without the RPC's id): ignored.
+    pub unreachable_ignored: u64,
     /// NEED_ACKs for RPCs we do not know answered with an ACK (as Linux's
     /// `homa_need_ack_pkt` does), one packet each.
     pub need_ack_replies: u64,

@@ -66,6 +66,10 @@ pub struct Peer {
     slots_used: u32,
     /// Last time any packet came from this peer (ns).
     pub last_heard: Nanos,
+    /// When an ICMP destination-unreachable came back for one of our RPCs
+    /// with this peer (and nothing from the peer since): its other RPCs
+    /// give up at their next timer round instead of counting rounds.
+    pub unreachable_since: Option<Nanos>,
     /// The peer answered something we sent (a response to our request, an
     /// ack of our response, its cutoffs), sent a second packet for one of
     /// its RPCs, or we chose to talk to it. An idle peer that never did
@@ -95,6 +99,7 @@ impl Peer {
             slot_tick: 0,
             slots_used: 0,
             last_heard: 0,
+            unreachable_since: None,
             proven: false,
             idle_since: None,
             need_ack_tick: 0,

@@ -232,6 +232,21 @@ impl CommonHeader {
         Some((be64(buf, OFF_SENDER_ID), retransmit))
     }
 
+    /// Source port, destination port and RPC id of a packet's common
+    /// header, whatever its type (e.g. the start of one of our packets as
+    /// an ICMP error quotes it); `None` if `buf` is shorter than the common
+    /// header. Nothing else is checked.
+    pub fn peek_ports_and_id(buf: &[u8]) -> Option<(u16, u16, u64)> {
+        if buf.len() < COMMON_HEADER_LEN {
+            return None;
+        }
+        Some((
+            be16(buf, OFF_SPORT),
+            be16(buf, OFF_DPORT),
+            be64(buf, OFF_SENDER_ID),
+        ))
+    }
+
     /// The common header of `buf` if it is a DATA packet long enough to
     /// hold a DATA header; nothing else is checked (for a receiver that
     /// must sort packets cheaply before parsing them, e.g. under a flood).

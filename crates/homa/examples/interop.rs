@@ -437,6 +437,8 @@ fn print_metrics(m: &Metrics) {
         ("need_ack_replies_limited", m.need_ack_replies_limited),
         ("acks_sent", m.acks_sent),
         ("acks_received", m.acks_received),
+        ("unreachable_rpcs", m.unreachable_rpcs),
+        ("unreachable_ignored", m.unreachable_ignored),
         ("requests_delivered", m.requests_delivered),
         ("responses_delivered", m.responses_delivered),
         ("active_rpcs", m.active_rpcs),

@@ -92,6 +92,9 @@ pub struct RuntimeStats {
     /// then); always 0 in Homa mode. Each is handed to the core as
     /// `PacketMeta::ce`, which shrinks the sender's network bucket.
     pub ce_received: u64,
+    /// Raw IPv4 only: ICMP destination-unreachables read for our packets
+    /// (each ends the RPC it names, if any is still there).
+    pub icmp_errors: u64,
 }
 
 /// A received packet the fault shim holds back: source, bytes, CE mark.
@@ -153,6 +156,7 @@ struct Stats {
     recv_calls: AtomicU64,
     pacer_holds: AtomicU64,
     ce_received: AtomicU64,
+    icmp_errors: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -458,6 +462,7 @@ impl Endpoint {
             recv_calls: get(&s.recv_calls),
             pacer_holds: get(&s.pacer_holds),
             ce_received: get(&s.ce_received),
+            icmp_errors: get(&s.icmp_errors),
         }
     }
 
@@ -691,6 +696,31 @@ impl Inner {
         st.core.handle_packet_meta(now, src.ip(), bytes, meta);
     }
 
+    /// Hands the ICMP destination-unreachables queued on a raw socket to
+    /// the core, which ends the RPCs they name (see
+    /// `homa_core::Endpoint::handle_unreachable`).
+    fn take_icmp_errors(&self) {
+        let errors = self.sock.take_icmp_errors();
+        if errors.is_empty() {
+            return;
+        }
+        self.stats
+            .icmp_errors
+            .fetch_add(errors.len() as u64, Ordering::Relaxed);
+        let mut st = self.lock();
+        let now = self.now();
+        for (dst, quoted) in &errors {
+            st.core.handle_unreachable(now, *dst, quoted);
+        }
+        let out = self.take_output(&mut st, now);
+        let woke = self.dispatch(&mut st);
+        drop(st);
+        if woke {
+            self.wake_sleepers();
+        }
+        self.send_out(out);
+    }
+
     /// Hands packets to the kernel, up to 64 per system call.
     fn send_out(&self, out: Output) {
         for chunk in out.chunks(64) {
@@ -792,7 +822,12 @@ impl Inner {
             wait = wait.min(d.saturating_duration_since(Instant::now()));
         }
         if wait > SPIN_BELOW {
-            let (_, kicked) = sleep(self.sock.fd(), &self.kick, Some(wait));
+            let (ready, kicked) = sleep(self.sock.fd(), &self.kick, Some(wait));
+            if ready {
+                // (Readable or POLLERR: `take_input` reads queued ICMP
+                // errors too; a socket with one queued stays POLLERR.)
+                self.sock.note_poll_error();
+            }
             if kicked {
                 self.kick.drain();
             }
@@ -803,6 +838,7 @@ impl Inner {
     /// that produced and hands events to their waiters.
     fn take_input(&self, first: usize, housekeeping: bool) {
         let mut rb = self.recv_bufs.lock().unwrap_or_else(|p| p.into_inner());
+        self.take_icmp_errors();
         let mut max = first;
         for _ in 0..RECV_ROUNDS {
             let n = match self.sock.recv(&mut rb, max) {

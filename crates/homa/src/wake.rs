@@ -57,8 +57,9 @@ impl Kick {
     }
 }
 
-/// Sleeps until `sock` is readable, `kick` fires, or `timeout` passes.
-/// Returns (socket readable, kicked).
+/// Sleeps until `sock` is readable (or has an error queued), `kick` fires,
+/// or `timeout` passes. Returns (socket readable, kicked); a socket error
+/// (`POLLERR`: an ICMP error queued on a raw socket) counts as readable.
 pub(crate) fn sleep(sock: RawFd, kick: &Kick, timeout: Option<Duration>) -> (bool, bool) {
     let mut fds = [
         libc::pollfd {

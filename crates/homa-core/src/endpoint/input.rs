@@ -53,6 +53,7 @@ impl Endpoint {
         let known = self.rpcs.contains_key(&id);
         if let Some(p) = self.peers.get_mut(&peer) {
             p.last_heard = now;
+            p.unreachable_since = None;
             p.proven |= known;
         }
         let top = self.config.top_priority();
@@ -699,6 +700,52 @@ impl Endpoint {
         self.remove_rpc(now, id);
         self.remember_done(now, id);
         self.metrics.acks_received += 1;
+    }
+
+    /// An ICMP destination-unreachable came back for a packet we sent to
+    /// `dst`; `returned` is the start of that packet as the ICMP message
+    /// quoted it (the Homa header). When it names one of our RPCs (ports
+    /// and RPC id, which an off-path sender cannot guess), that RPC ends at
+    /// once, as Linux's `homa_err_handler_v4` ends the RPCs of a port or
+    /// host that is unreachable: a client RPC fails with
+    /// [`RpcError::PeerDead`], a server RPC is dropped. The peer's other
+    /// RPCs give up at their next timer round unless the peer is heard from
+    /// first (an ICMP is rate-limited by its sender, so not every RPC gets
+    /// its own). Returns true if an RPC was ended.
+    pub fn handle_unreachable(&mut self, now: Nanos, dst: IpAddr, returned: &[u8]) -> bool {
+        let Some((sport, dport, sender_id)) = homa_wire::CommonHeader::peek_ports_and_id(returned)
+        else {
+            self.metrics.unreachable_ignored += 1;
+            return false;
+        };
+        let id = RpcId {
+            peer: SocketAddr::new(dst, dport),
+            id: sender_id,
+        };
+        if sport != self.local.port() || !self.rpcs.contains_key(&id) {
+            self.metrics.unreachable_ignored += 1;
+            return false;
+        }
+        debug!(%id, "ICMP destination unreachable: ending the RPC");
+        self.metrics.unreachable_rpcs += 1;
+        if let Some(p) = self.peers.get_mut(&id.peer) {
+            p.unreachable_since = Some(now);
+        }
+        if id.is_client() {
+            self.fail_client_rpc(now, id, RpcError::PeerDead);
+        } else {
+            let seen = self
+                .rpcs
+                .get(&id)
+                .is_some_and(|r| matches!(r.phase, Phase::InService | Phase::Responding { .. }));
+            self.remove_rpc(now, id);
+            self.metrics.server_rpcs_discarded += 1;
+            if seen {
+                self.remember_done(now, id);
+            }
+        }
+        self.schedule_grants(now);
+        true
     }
 
     /// Queues a control packet for `id` at the top priority.

@@ -167,8 +167,15 @@ impl Endpoint {
         } else {
             self.config.timeout_resends.min(UNPROVEN_ROUNDS)
         };
+        // An ICMP destination-unreachable for another RPC with this peer,
+        // and nothing heard from the peer since (`handle_unreachable`).
+        let unreachable = self
+            .peers
+            .get(&id.peer)
+            .and_then(|p| p.unreachable_since)
+            .is_some();
         let rpc = self.rpcs.get_mut(&id).expect("present");
-        if rpc.unanswered >= limit {
+        if rpc.unanswered >= limit || unreachable {
             return self.give_up(now, id, wait);
         }
         if !proven {

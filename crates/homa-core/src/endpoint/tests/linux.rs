@@ -357,3 +357,76 @@ fn close_sends_owed_and_abandoned_acks() {
     assert_eq!(net.eps[1].metrics().acks_received, 2);
     assert_eq!(net.eps[1].metrics().active_rpcs, 1);
 }
+
+/// An ICMP destination-unreachable quoting one of our packets ends that
+/// RPC at once and the peer's other RPCs at their next timer round (Linux
+/// closes a port: `homa_err_handler_v4` does the same on its side); one
+/// that names no RPC of ours changes nothing.
+#[test]
+fn icmp_unreachable_naming_our_rpc_ends_the_peers_rpcs() {
+    let config = raw_config();
+    let mut ep = Endpoint::new(config.clone(), "10.146.0.1:4000".parse().unwrap(), 7).unwrap();
+    let a = ep.send_request(0, linux(), payload(100, 1)).unwrap();
+    let b = ep.send_request(0, linux(), payload(100, 2)).unwrap();
+    let sent = drain(&mut ep, 0);
+    let quoted = |id: u64| {
+        sent.iter()
+            .find(|t| parse(t).common.sender_id == id)
+            .map(|t| t.header[..28].to_vec())
+            .unwrap()
+    };
+    // Forged: right ports, wrong id; and a quote too short to name an RPC.
+    let mut forged = quoted(a.id);
+    forged[27] ^= 0x40;
+    assert!(!ep.handle_unreachable(1, linux().ip(), &forged));
+    assert!(!ep.handle_unreachable(1, linux().ip(), &forged[..20]));
+    assert_eq!(ep.metrics().unreachable_ignored, 2);
+    assert_eq!(ep.poll_event(), None);
+
+    assert!(ep.handle_unreachable(2, linux().ip(), &quoted(a.id)));
+    assert_eq!(
+        ep.poll_event(),
+        Some(Event::Failed {
+            rpc: a,
+            error: RpcError::PeerDead
+        })
+    );
+    // The other RPC gives up at its first round, not after
+    // `timeout_resends` of them.
+    let mut now = 0;
+    while ep.poll_event().is_none() {
+        now += config.tick_ns;
+        assert!(
+            now <= (config.resend_ticks as u64 + 1) * config.tick_ns,
+            "b still alive"
+        );
+        ep.handle_timeout(now);
+    }
+    assert_eq!(ep.metrics().unreachable_rpcs, 1);
+    let _ = b;
+}
+
+/// A packet from the peer after the ICMP (it is back) lifts the mark: its
+/// RPCs count rounds as usual again.
+#[test]
+fn a_peer_heard_after_an_icmp_is_reachable_again() {
+    let config = raw_config();
+    let mut ep = Endpoint::new(config.clone(), "10.146.0.1:4000".parse().unwrap(), 7).unwrap();
+    let a = ep.send_request(0, linux(), payload(100, 1)).unwrap();
+    let b = ep.send_request(0, linux(), payload(100, 2)).unwrap();
+    let sent = drain(&mut ep, 0);
+    let quoted = sent
+        .iter()
+        .find(|t| parse(t).common.sender_id == a.id)
+        .map(|t| t.header[..28].to_vec())
+        .unwrap();
+    assert!(ep.handle_unreachable(1, linux().ip(), &quoted));
+    assert!(matches!(ep.poll_event(), Some(Event::Failed { rpc, .. }) if rpc == a));
+    // BUSY for b: the peer is alive.
+    ep.handle_packet(2, linux().ip(), &control(b.id | 1, Body::Busy));
+    for t in 1..=(config.resend_ticks as u64 + 2 * config.resend_interval as u64) {
+        ep.handle_timeout(t * config.tick_ns);
+        drain(&mut ep, t * config.tick_ns);
+    }
+    assert_eq!(ep.poll_event(), None, "b must still be alive");
+}
