@@ -822,10 +822,10 @@ impl Inner {
             wait = wait.min(d.saturating_duration_since(Instant::now()));
         }
         if wait > SPIN_BELOW {
-            let (ready, kicked) = sleep(self.sock.fd(), &self.kick, Some(wait));
-            if ready {
-                // (Readable or POLLERR: `take_input` reads queued ICMP
-                // errors too; a socket with one queued stays POLLERR.)
+            let (_, kicked, error) = sleep(self.sock.fd(), &self.kick, Some(wait));
+            if error {
+                // `take_input` reads the queued ICMP errors (a socket with
+                // one queued stays POLLERR).
                 self.sock.note_poll_error();
             }
             if kicked {
