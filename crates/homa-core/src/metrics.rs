@@ -115,6 +115,25 @@ pub struct Metrics {
     pub data_beyond_grant: u64,
     /// DATA that would have split a message into too many pieces: dropped.
     pub fragmented_dropped: u64,
+    /// DATA packets that began below our grant and ended past it, taken
+    /// whole (the grant then covers them). A Linux sender transmits whole
+    /// packets while their start is below the grant, on its own packet
+    /// grid (which restarts at its unscheduled limit, 40,000 bytes), so most
+    /// of our grant offsets cut one of its packets.
+    pub data_straddling_grant: u64,
+    /// RPCs ended by an ICMP destination-unreachable that names them (the
+    /// peer's port or protocol is gone; Linux's `homa_err_handler_v4`).
+    pub unreachable_rpcs: u64,
+    /// ICMP destination-unreachables that named no RPC of ours (stale, or
+    /// forged without the RPC's id): ignored.
+    pub unreachable_ignored: u64,
+    /// NEED_ACKs for RPCs we do not know answered with an ACK (as Linux's
+    /// `homa_need_ack_pkt` does), one packet each.
+    pub need_ack_replies: u64,
+    /// NEED_ACKs for RPCs we do not know that got no answer because their
+    /// sender (or, for unknown senders, everyone together) had used its
+    /// share of replies for the tick.
+    pub need_ack_replies_limited: u64,
     /// New requests refused: `max_rpcs` (or the receive memory) reached and
     /// no partly received request old enough to evict.
     pub refused_rpc_limit: u64,

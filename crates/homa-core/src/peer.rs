@@ -66,6 +66,10 @@ pub struct Peer {
     slots_used: u32,
     /// Last time any packet came from this peer (ns).
     pub last_heard: Nanos,
+    /// When an ICMP destination-unreachable came back for one of our RPCs
+    /// with this peer (and nothing from the peer since): its other RPCs
+    /// give up at their next timer round instead of counting rounds.
+    pub unreachable_since: Option<Nanos>,
     /// The peer answered something we sent (a response to our request, an
     /// ack of our response, its cutoffs), sent a second packet for one of
     /// its RPCs, or we chose to talk to it. An idle peer that never did
@@ -76,6 +80,10 @@ pub struct Peer {
     pub proven: bool,
     /// Key in the table's idle set while the peer is idle.
     idle_since: Option<Nanos>,
+    /// The tick of the latest NEED_ACK we answered for an RPC we no longer
+    /// know, and how many such answers went to this peer in it.
+    need_ack_tick: u64,
+    need_ack_replies: u32,
 }
 
 impl Peer {
@@ -91,9 +99,26 @@ impl Peer {
             slot_tick: 0,
             slots_used: 0,
             last_heard: 0,
+            unreachable_since: None,
             proven: false,
             idle_since: None,
+            need_ack_tick: 0,
+            need_ack_replies: 0,
         }
+    }
+
+    /// Takes one of `per_tick` answers this peer may get per tick to
+    /// NEED_ACKs for RPCs we no longer know; false when none is left.
+    pub fn take_need_ack_reply(&mut self, tick: u64, per_tick: u32) -> bool {
+        if self.need_ack_tick != tick {
+            self.need_ack_tick = tick;
+            self.need_ack_replies = 0;
+        }
+        if self.need_ack_replies >= per_tick.max(1) {
+            return false;
+        }
+        self.need_ack_replies += 1;
+        true
     }
 
     /// Reserves a slot for one timer-driven packet (RESEND, NEED_ACK,
@@ -221,6 +246,20 @@ impl PeerTable {
     /// Peers that are idle (forgettable).
     pub fn idle_len(&self) -> usize {
         self.idle.len()
+    }
+
+    /// The peers we owe acks, in address order. Scans the table: for an
+    /// endpoint that is closing (`Endpoint::close`), not for any per-packet
+    /// path.
+    pub fn owed_acks(&self) -> Vec<SocketAddr> {
+        let mut v: Vec<SocketAddr> = self
+            .map
+            .iter()
+            .filter(|(_, p)| !p.pending_acks.is_empty())
+            .map(|(k, _)| k.0)
+            .collect();
+        v.sort_unstable();
+        v
     }
 }
 

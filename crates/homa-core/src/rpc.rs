@@ -96,15 +96,13 @@ pub enum Wait {
     Ack,
 }
 
-impl Wait {
-    /// The RESEND range for a probe or a whole response.
-    pub fn whole_range(self) -> (u32, u32) {
-        match self {
-            Wait::Response => (0, RESEND_ALL),
-            _ => (0, 0),
-        }
-    }
-}
+/// Offset of the probe a sender waiting for grants sends (its RPC is a
+/// server's response): beyond any message, and still positive as the `int`
+/// Linux reads it as, so that Linux's `homa_resend_pkt` finds
+/// `offset >= tx_end` and answers BUSY. (Its implicit grant up to the
+/// RESEND's end changes nothing: the client's request, the message it
+/// sends, is complete.)
+pub const PROBE_PAST_END: u32 = 0x7FFF_FFFF;
 
 /// One RPC.
 #[derive(Debug)]
@@ -134,6 +132,8 @@ pub struct Rpc {
     pub in_grant_policy: bool,
     /// Current key in the table of partly received requests (server).
     pub embryo: Option<Nanos>,
+    /// Probe rounds sent (timer rounds of [`Wait::Probe`]).
+    pub probes: u32,
 }
 
 impl Rpc {
@@ -151,6 +151,7 @@ impl Rpc {
             credit: 0,
             in_grant_policy: false,
             embryo: None,
+            probes: 0,
         }
     }
 
@@ -171,6 +172,38 @@ impl Rpc {
     pub fn heard_unless_acking(&mut self, now: Nanos) {
         if self.wait() != Some(Wait::Ack) {
             self.heard(now);
+        }
+    }
+
+    /// The RESEND (offset, length) of a timer round that waits for a whole
+    /// response (everything: `RESEND_ALL`) or can ask for nothing (a probe:
+    /// length 0, "are you alive and do you still have this RPC?").
+    ///
+    /// A probe's offset is chosen so that a Linux peer answers it. Linux's
+    /// `homa_resend_pkt` (homa_incoming.c) answers BUSY only when it is a
+    /// server that has no response yet, or when the RESEND's offset is at or
+    /// beyond `tx_end`, the bytes it has transmitted; with an offset below
+    /// `tx_end` and length 0 it resends nothing and says nothing. It also
+    /// takes a RESEND's end beyond its grant as a lost GRANT and sends up to
+    /// it. So:
+    /// - an incoming message whose granted bytes have all arrived (we
+    ///   withhold grants) probes at our grant: the sender has transmitted at
+    ///   most that (BUSY), or lost our GRANT up to it (it sends what we did
+    ///   grant);
+    /// - a request waiting for the server's grants: a Linux server with no
+    ///   response yet answers BUSY whatever the offset: 0;
+    /// - a response waiting for the client's grants: [`PROBE_PAST_END`].
+    ///
+    /// homa-rs peers answer any RESEND of length 0 with BUSY (or
+    /// RPC_UNKNOWN).
+    pub fn resend_range(&self, wait: Wait) -> (u32, u32) {
+        match (wait, &self.phase) {
+            (Wait::Response, _) => (0, RESEND_ALL),
+            (_, Phase::Responding { .. }) => (PROBE_PAST_END, 0),
+            (_, phase) => match phase.msgin() {
+                Some(m) => (m.granted.min(m.length), 0),
+                None => (0, 0),
+            },
         }
     }
 

@@ -30,6 +30,16 @@ pub const MAX_ACKS: usize = 5;
 pub const MAX_PRIORITIES: usize = 8;
 /// RESEND length meaning "nothing received yet: resend all you have sent".
 pub const RESEND_ALL: u32 = 0xFFFF_FFFF;
+/// Length of a RESEND in HomaModule's stripped "upstream" build (the
+/// variant submitted to the Linux kernel, `__STRIP__`): offset and length
+/// without the priority byte, 36 bytes instead of 37. [`Packet::parse`]
+/// accepts both; we always send the 37-byte form, which the upstream
+/// build reads (it ignores bytes past its header).
+pub const RESEND_UPSTREAM_LEN: usize = COMMON_HEADER_LEN + 8;
+/// Priority given to a RESEND that carries none (the 36-byte upstream
+/// layout): the highest level, which is what HomaModule's full build
+/// always asks for (`homa_request_retrans`: `num_priorities - 1`).
+pub const RESEND_DEFAULT_PRIORITY: u8 = (MAX_PRIORITIES - 1) as u8;
 /// Unscheduled cutoff meaning "no size limit" (Linux reads cutoffs as `int`).
 pub const CUTOFF_UNLIMITED: u32 = 0x7FFF_FFFF;
 /// Bit in a DATA packet's first pad byte (offset 49): the client has many
@@ -167,6 +177,16 @@ impl PacketType {
         }
     }
 
+    /// The fewest bytes a packet of this type may have: [`Self::header_len`],
+    /// except RESEND, which HomaModule's stripped upstream build sends
+    /// without its priority byte ([`RESEND_UPSTREAM_LEN`]).
+    pub fn min_len(self) -> usize {
+        match self {
+            PacketType::Resend => RESEND_UPSTREAM_LEN,
+            _ => self.header_len(),
+        }
+    }
+
     /// The doff byte (offset 12) Linux writes for this type: header length in
     /// 4-byte words in the high nibble; 14 words for DATA, 5 for the rest.
     pub fn doff(self) -> u8 {
@@ -210,6 +230,21 @@ impl CommonHeader {
             && buf.len() > OFF_RETRANSMIT
             && buf[OFF_RETRANSMIT] != 0;
         Some((be64(buf, OFF_SENDER_ID), retransmit))
+    }
+
+    /// Source port, destination port and RPC id of a packet's common
+    /// header, whatever its type (e.g. the start of one of our packets as
+    /// an ICMP error quotes it); `None` if `buf` is shorter than the common
+    /// header. Nothing else is checked.
+    pub fn peek_ports_and_id(buf: &[u8]) -> Option<(u16, u16, u64)> {
+        if buf.len() < COMMON_HEADER_LEN {
+            return None;
+        }
+        Some((
+            be16(buf, OFF_SPORT),
+            be16(buf, OFF_DPORT),
+            be64(buf, OFF_SENDER_ID),
+        ))
     }
 
     /// The common header of `buf` if it is a DATA packet long enough to
@@ -311,11 +346,14 @@ pub struct DataHeader {
     /// Total bytes in the message.
     pub message_length: u32,
     /// The receiver can count on every byte below this offset arriving
-    /// without more grants.
+    /// without more grants. HomaModule's stripped upstream build has no
+    /// grants and leaves this field (its `reserved1`) zero: a receiver
+    /// reads 0 as "no claim" (see `homa_core`).
     pub incoming: u32,
     /// One piggy-backed acknowledgement (client id 0 = none).
     pub ack: AckEntry,
-    /// Version of the newest CUTOFFS the sender got from this receiver; 0 = none.
+    /// Version of the newest CUTOFFS the sender got from this receiver; 0 = none
+    /// (always 0 from the upstream build, which has no CUTOFFS).
     pub cutoff_version: u16,
     /// Sent because of a RESEND.
     pub retransmit: bool,
@@ -409,7 +447,8 @@ pub struct Packet<'a> {
 impl<'a> Packet<'a> {
     /// Parses one packet. Never panics. Bytes after the fixed body of a
     /// control packet are ignored (a sender may pad short packets); for DATA
-    /// they are the message bytes.
+    /// they are the message bytes. A 36-byte RESEND (HomaModule's upstream
+    /// layout, no priority byte) parses with [`RESEND_DEFAULT_PRIORITY`].
     pub fn parse(buf: &'a [u8]) -> Result<Packet<'a>, WireError> {
         if buf.len() < COMMON_HEADER_LEN {
             return Err(WireError::Truncated {
@@ -420,10 +459,10 @@ impl<'a> Packet<'a> {
         }
         let code = buf[OFF_TYPE];
         let ty = PacketType::from_code(code).ok_or(WireError::UnknownType(code))?;
-        if buf.len() < ty.header_len() {
+        if buf.len() < ty.min_len() {
             return Err(WireError::Truncated {
                 what: ty.name(),
-                needed: ty.header_len(),
+                needed: ty.min_len(),
                 got: buf.len(),
             });
         }
@@ -467,7 +506,11 @@ impl<'a> Packet<'a> {
             PacketType::Resend => Body::Resend {
                 offset: be32(buf, b),
                 length: be32(buf, b + 4),
-                priority: check_priority(ty, buf[b + 8])?,
+                // The upstream layout ends before the priority byte.
+                priority: match buf.get(b + 8) {
+                    Some(&p) => check_priority(ty, p)?,
+                    None => RESEND_DEFAULT_PRIORITY,
+                },
             },
             PacketType::RpcUnknown => Body::RpcUnknown,
             PacketType::Busy => Body::Busy,
@@ -658,6 +701,84 @@ mod tests {
             panic!()
         };
         assert_eq!((h.offset, payload.len()), (1_400, 100));
+    }
+
+    /// HomaModule's upstream (stripped) RESEND has no priority byte: 36
+    /// bytes parse, with the top priority; 35 are truncated; the 37-byte
+    /// form still reads its priority.
+    #[test]
+    fn upstream_resend_of_36_bytes_parses() {
+        let full = Packet {
+            common: CommonHeader {
+                sport: 5000,
+                dport: 40000,
+                sender_id: 0x1235,
+            },
+            body: Body::Resend {
+                offset: 2_848,
+                length: 1_424,
+                priority: 2,
+            },
+        }
+        .to_vec();
+        assert_eq!(full.len(), 37);
+        let p = Packet::parse(&full).unwrap();
+        assert!(matches!(p.body, Body::Resend { priority: 2, .. }));
+
+        let upstream = &full[..RESEND_UPSTREAM_LEN];
+        let p = Packet::parse(upstream).unwrap();
+        assert_eq!(
+            p.body,
+            Body::Resend {
+                offset: 2_848,
+                length: 1_424,
+                priority: RESEND_DEFAULT_PRIORITY,
+            }
+        );
+        assert_eq!(p.common.sender_id, 0x1235);
+        // What we send is still the 37-byte form.
+        assert_eq!(p.to_vec().len(), 37);
+
+        assert_eq!(
+            Packet::parse(&full[..35]),
+            Err(WireError::Truncated {
+                what: "RESEND",
+                needed: 36,
+                got: 35,
+            })
+        );
+        assert_eq!(PacketType::Resend.min_len(), 36);
+        for t in PacketType::ALL {
+            if t != PacketType::Resend {
+                assert_eq!(t.min_len(), t.header_len(), "{t}");
+            }
+        }
+    }
+
+    /// The upstream build's DATA header has the same 56 bytes, with
+    /// `incoming` and `cutoff_version` reserved (zero) and the offset always
+    /// in the segment field.
+    #[test]
+    fn upstream_data_header_parses() {
+        let mut v = vec![0u8; DATA_HEADER_LEN];
+        v[0..2].copy_from_slice(&5000u16.to_be_bytes());
+        v[2..4].copy_from_slice(&40000u16.to_be_bytes());
+        v[4..8].copy_from_slice(&1_424u32.to_be_bytes());
+        v[OFF_TYPE] = 0x10;
+        v[12] = 0xE0;
+        v[20..28].copy_from_slice(&7u64.to_be_bytes());
+        v[OFF_MSG_LEN..OFF_MSG_LEN + 4].copy_from_slice(&5_000u32.to_be_bytes());
+        v[OFF_DATA_OFFSET..].copy_from_slice(&1_424u32.to_be_bytes());
+        v.extend_from_slice(&[1; 1_424]);
+        let p = Packet::parse(&v).unwrap();
+        let Body::Data { header, payload } = p.body else {
+            panic!("not DATA")
+        };
+        assert_eq!(
+            (header.offset, header.incoming, header.cutoff_version),
+            (1_424, 0, 0)
+        );
+        assert_eq!((header.message_length, payload.len()), (5_000, 1_424));
     }
 
     #[test]

@@ -123,7 +123,8 @@ fn truncated_common_header() {
 fn truncated_body_of_each_type_one_byte_short() {
     for ty in PacketType::ALL {
         let bytes = valid_bytes(ty);
-        let needed = ty.header_len();
+        // (RESEND may lack its priority byte: HomaModule's upstream layout.)
+        let needed = ty.min_len();
         let short = &bytes[..needed - 1];
         let e = err(short);
         if needed > COMMON_HEADER_LEN {

@@ -123,6 +123,38 @@ pub(crate) fn fill_send(
     used
 }
 
+/// `SO_EE_ORIGIN_ICMP`: a queued error that an ICMP message reported.
+const SO_EE_ORIGIN_ICMP: u8 = 2;
+/// ICMP type "destination unreachable".
+const ICMP_DEST_UNREACH: u8 = 3;
+
+/// True if the error a `MSG_ERRQUEUE` receive returned in `hdr` is an ICMP
+/// destination-unreachable for the network, host, protocol or port (codes
+/// 0-3), the errors Linux Homa's `homa_err_handler_v4` acts on.
+pub(crate) fn icmp_dest_unreachable(hdr: &libc::msghdr) -> bool {
+    if hdr.msg_control.is_null() || hdr.msg_controllen < size_of::<libc::cmsghdr>() as _ {
+        return false;
+    }
+    // SAFETY: as in `parse_recv`: the kernel filled the control buffer we
+    // passed; the walk stays within msg_controllen and reads the payload
+    // (a `sock_extended_err`: errno u32, origin u8, type u8, code u8) only
+    // when cmsg_len says it is there.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(hdr);
+        while !c.is_null() {
+            let len = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_RECVERR && len >= 8
+            {
+                let d = libc::CMSG_DATA(c);
+                let (origin, ty, code) = (*d.add(4), *d.add(5), *d.add(6));
+                return origin == SO_EE_ORIGIN_ICMP && ty == ICMP_DEST_UNREACH && code <= 3;
+            }
+            c = libc::CMSG_NXTHDR(hdr, c);
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,9 @@ const BACKGROUND_GRACE: Duration = Duration::from_micros(200);
 const SPIN_BELOW: Duration = Duration::from_micros(30);
 /// Receive batches taken in one go before other work gets a turn.
 const RECV_ROUNDS: usize = 8;
+/// Most time [`Endpoint::shutdown`] spends sending the ACKs the endpoint
+/// owes before the socket closes.
+const CLOSE_FLUSH_TIME: Duration = Duration::from_millis(100);
 
 /// Packets on their way to the kernel; usually one or none, kept inline.
 type Output = smallvec::SmallVec<[Transmit; 2]>;
@@ -97,6 +100,9 @@ pub struct RuntimeStats {
     /// then); always 0 in Homa mode. Each is handed to the core as
     /// `PacketMeta::ce`, which shrinks the sender's network bucket.
     pub ce_received: u64,
+    /// Raw IPv4 only: ICMP destination-unreachables read for our packets
+    /// (each ends the RPC it names, if any is still there).
+    pub icmp_errors: u64,
 }
 
 /// A received packet the fault shim holds back: source, bytes, CE mark.
@@ -159,6 +165,7 @@ struct Stats {
     pacer_holds: AtomicU64,
     pacer_kicks: AtomicU64,
     ce_received: AtomicU64,
+    icmp_errors: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -481,6 +488,7 @@ impl Endpoint {
             pacer_holds: get(&s.pacer_holds),
             pacer_kicks: get(&s.pacer_kicks),
             ce_received: get(&s.ce_received),
+            icmp_errors: get(&s.icmp_errors),
         }
     }
 
@@ -501,7 +509,12 @@ impl Endpoint {
     }
 
     /// Closes the endpoint: waiting calls return [`Error::Closed`], the
-    /// background thread stops, and RPCs in progress are abandoned.
+    /// background thread stops, and RPCs in progress are abandoned. Before
+    /// the socket closes, the ACKs this endpoint owes its servers go out
+    /// (finished RPCs, and abandoned ones, which servers may then free; see
+    /// [`homa_core::Endpoint::close`]), for at most 100 ms: otherwise a Linux
+    /// server would ask for them with a NEED_ACK every millisecond for as
+    /// long as it runs. The same happens when the last handle is dropped.
     pub fn shutdown(&self) {
         self.inner.shutdown();
     }
@@ -565,6 +578,41 @@ impl Inner {
             if h.thread().id() != std::thread::current().id() {
                 let _ = h.join();
             }
+        }
+        self.flush_on_close();
+    }
+
+    /// Ends the core's RPCs and sends the ACK packets that produces (not
+    /// through the pacer or the fault shim: a handful of small packets),
+    /// within [`CLOSE_FLUSH_TIME`].
+    fn flush_on_close(&self) {
+        let start = Instant::now();
+        let mut out = Vec::new();
+        {
+            let mut st = self.lock();
+            let now = self.now();
+            st.core.close(now);
+            // (A paced DATA packet held back belongs to an RPC now ended.)
+            st.held = None;
+            while let Some(t) = st.core.poll_transmit(now) {
+                out.push(t);
+            }
+        }
+        let mut sent = 0;
+        for chunk in out.chunks(64) {
+            if start.elapsed() >= CLOSE_FLUSH_TIME {
+                break;
+            }
+            let dropped = self.sock.send(chunk);
+            sent += chunk.len() - dropped;
+            let s = &self.stats;
+            s.packets_sent
+                .fetch_add((chunk.len() - dropped) as u64, Ordering::Relaxed);
+            s.send_drops.fetch_add(dropped as u64, Ordering::Relaxed);
+            s.send_calls.fetch_add(1, Ordering::Relaxed);
+        }
+        if sent < out.len() {
+            tracing::debug!(sent, owed = out.len(), "not every ACK went out on close");
         }
     }
 
@@ -730,6 +778,31 @@ impl Inner {
         true
     }
 
+    /// Hands the ICMP destination-unreachables queued on a raw socket to
+    /// the core, which ends the RPCs they name (see
+    /// `homa_core::Endpoint::handle_unreachable`).
+    fn take_icmp_errors(&self) {
+        let errors = self.sock.take_icmp_errors();
+        if errors.is_empty() {
+            return;
+        }
+        self.stats
+            .icmp_errors
+            .fetch_add(errors.len() as u64, Ordering::Relaxed);
+        let mut st = self.lock();
+        let now = self.now();
+        for (dst, quoted) in &errors {
+            st.core.handle_unreachable(now, *dst, quoted);
+        }
+        let out = self.take_output(&mut st, now);
+        let woke = self.dispatch(&mut st);
+        drop(st);
+        if woke {
+            self.wake_sleepers();
+        }
+        self.send_out(out);
+    }
+
     /// Hands packets to the kernel, up to 64 per system call.
     fn send_out(&self, out: Output) {
         for chunk in out.chunks(64) {
@@ -834,7 +907,12 @@ impl Inner {
             wait = wait.min(d.saturating_duration_since(Instant::now()));
         }
         if wait > SPIN_BELOW {
-            let (_, kicked) = sleep(self.sock.fd(), &self.kick, Some(wait));
+            let (_, kicked, error) = sleep(self.sock.fd(), &self.kick, Some(wait));
+            if error {
+                // `take_input` reads the queued ICMP errors (a socket with
+                // one queued stays POLLERR).
+                self.sock.note_poll_error();
+            }
             if kicked {
                 self.kick.drain();
             }
@@ -845,6 +923,7 @@ impl Inner {
     /// that produced and hands events to their waiters.
     fn take_input(&self, first: usize, housekeeping: bool) {
         let mut rb = self.recv_bufs.lock().unwrap_or_else(|p| p.into_inner());
+        self.take_icmp_errors();
         let mut max = first;
         for _ in 0..RECV_ROUNDS {
             let n = match self.sock.recv(&mut rb, max) {

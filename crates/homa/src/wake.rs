@@ -57,9 +57,10 @@ impl Kick {
     }
 }
 
-/// Sleeps until `sock` is readable, `kick` fires, or `timeout` passes.
-/// Returns (socket readable, kicked).
-pub(crate) fn sleep(sock: RawFd, kick: &Kick, timeout: Option<Duration>) -> (bool, bool) {
+/// Sleeps until `sock` is readable (or has an error queued), `kick` fires,
+/// or `timeout` passes. Returns (socket readable, kicked, socket error):
+/// the error is `POLLERR`, e.g. an ICMP error queued on a raw socket.
+pub(crate) fn sleep(sock: RawFd, kick: &Kick, timeout: Option<Duration>) -> (bool, bool, bool) {
     let mut fds = [
         libc::pollfd {
             fd: sock,
@@ -84,7 +85,11 @@ pub(crate) fn sleep(sock: RawFd, kick: &Kick, timeout: Option<Duration>) -> (boo
     // live timespec; no signal mask is passed.
     let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
     if r <= 0 {
-        return (false, false);
+        return (false, false, false);
     }
-    (fds[0].revents != 0, fds[1].revents != 0)
+    (
+        fds[0].revents != 0,
+        fds[1].revents != 0,
+        fds[0].revents & libc::POLLERR != 0,
+    )
 }

@@ -53,6 +53,7 @@ impl Endpoint {
         let known = self.rpcs.contains_key(&id);
         if let Some(p) = self.peers.get_mut(&peer) {
             p.last_heard = now;
+            p.unreachable_since = None;
             p.proven |= known;
         }
         let top = self.config.top_priority();
@@ -169,6 +170,20 @@ impl Endpoint {
         m.granted = m
             .granted
             .max(self.receiver.initial_grant(m.length, h.incoming));
+        // A packet that starts below our grant and ends past it is taken
+        // whole: a Linux sender transmits every packet that starts below its
+        // grant (homa_xmit_data), on a packet grid that restarts at its
+        // unscheduled limit, so our grant offsets usually fall inside one of
+        // its packets. Dropping it would leave a gap to RESEND at every
+        // grant. At most one packet past each grant, within the message.
+        let end = h.offset as u64 + payload.len() as u64;
+        if (h.offset < m.granted)
+            && end > m.granted as u64
+            && payload.len() <= self.config.max_payload() as usize
+        {
+            m.granted = end as u32;
+            self.metrics.data_straddling_grant += 1;
+        }
         let result = m.add(h.offset, payload);
         let after = m.outstanding();
         let complete = m.is_complete();
@@ -613,6 +628,15 @@ impl Endpoint {
         }
     }
 
+    /// A server asks us (the client) to acknowledge RPC `id`. If we still
+    /// have it, our own timer asks for what is missing. If we do not (we
+    /// acked it and the ACK was lost, or we abandoned it), we answer with
+    /// one ACK packet naming it, as Linux's `homa_need_ack_pkt` does, with
+    /// up to four more acks owed to that server. One small packet per
+    /// NEED_ACK at most, and at most `timer_packets_per_peer` per peer per
+    /// tick (`backlog_unproven_per_tick` per tick for all senders we keep
+    /// no state for together), so a flood of NEED_ACKs with a forged source
+    /// buys a bounded trickle of ACKs.
     fn handle_need_ack(&mut self, now: Nanos, id: RpcId) {
         if !id.is_client() {
             self.metrics.invalid_dropped += 1;
@@ -623,20 +647,44 @@ impl Endpoint {
             // for it.
             return;
         }
+        let tick = self.tick(now);
+        let allowed = match self.peers.get_mut(&id.peer) {
+            Some(p) => p.take_need_ack_reply(tick, self.config.timer_packets_per_peer),
+            None => {
+                if self.stray_need_ack_tick != tick {
+                    self.stray_need_ack_tick = tick;
+                    self.stray_need_ack_replies = 0;
+                }
+                let ok = self.stray_need_ack_replies < self.config.backlog_unproven_per_tick.max(1);
+                self.stray_need_ack_replies += ok as u32;
+                ok
+            }
+        };
+        if !allowed {
+            self.metrics.need_ack_replies_limited += 1;
+            return;
+        }
+        let mut acks = AckList::new();
         if let Some(p) = self.peers.get_mut(&id.peer) {
             p.pending_acks.retain(|&c| c != id.id);
+            while !acks.is_full() {
+                let Some(client_id) = p.pending_acks.pop_front() else {
+                    break;
+                };
+                let _ = acks.push(AckEntry {
+                    client_id,
+                    server_port: id.peer.port(),
+                });
+            }
+            if p.pending_acks.is_empty() {
+                let timer = p.acks_timer.take();
+                self.timers.cancel(Timer::Acks(id.peer), timer);
+            }
+            self.refresh_peer(now, id.peer);
         }
-        self.metrics.acks_sent += 1;
-        if self.peers.get(&id.peer).is_some() {
-            self.flush_acks(now, id.peer, id.id);
-        } else {
-            self.queue_control(
-                id,
-                Body::Ack {
-                    acks: AckList::new(),
-                },
-            );
-        }
+        self.metrics.need_ack_replies += 1;
+        self.metrics.acks_sent += 1 + acks.len() as u64;
+        self.queue_control(id, Body::Ack { acks });
     }
 
     fn handle_ack(&mut self, now: Nanos, id: RpcId) {
@@ -652,6 +700,52 @@ impl Endpoint {
         self.remove_rpc(now, id);
         self.remember_done(now, id);
         self.metrics.acks_received += 1;
+    }
+
+    /// An ICMP destination-unreachable came back for a packet we sent to
+    /// `dst`; `returned` is the start of that packet as the ICMP message
+    /// quoted it (the Homa header). When it names one of our RPCs (ports
+    /// and RPC id, which an off-path sender cannot guess), that RPC ends at
+    /// once, as Linux's `homa_err_handler_v4` ends the RPCs of a port or
+    /// host that is unreachable: a client RPC fails with
+    /// [`RpcError::PeerDead`], a server RPC is dropped. The peer's other
+    /// RPCs give up at their next timer round unless the peer is heard from
+    /// first (an ICMP is rate-limited by its sender, so not every RPC gets
+    /// its own). Returns true if an RPC was ended.
+    pub fn handle_unreachable(&mut self, now: Nanos, dst: IpAddr, returned: &[u8]) -> bool {
+        let Some((sport, dport, sender_id)) = homa_wire::CommonHeader::peek_ports_and_id(returned)
+        else {
+            self.metrics.unreachable_ignored += 1;
+            return false;
+        };
+        let id = RpcId {
+            peer: SocketAddr::new(dst, dport),
+            id: sender_id,
+        };
+        if sport != self.local.port() || !self.rpcs.contains_key(&id) {
+            self.metrics.unreachable_ignored += 1;
+            return false;
+        }
+        debug!(%id, "ICMP destination unreachable: ending the RPC");
+        self.metrics.unreachable_rpcs += 1;
+        if let Some(p) = self.peers.get_mut(&id.peer) {
+            p.unreachable_since = Some(now);
+        }
+        if id.is_client() {
+            self.fail_client_rpc(now, id, RpcError::PeerDead);
+        } else {
+            let seen = self
+                .rpcs
+                .get(&id)
+                .is_some_and(|r| matches!(r.phase, Phase::InService | Phase::Responding { .. }));
+            self.remove_rpc(now, id);
+            self.metrics.server_rpcs_discarded += 1;
+            if seen {
+                self.remember_done(now, id);
+            }
+        }
+        self.schedule_grants(now);
+        true
     }
 
     /// Queues a control packet for `id` at the top priority.

@@ -78,6 +78,10 @@ pub struct Endpoint {
     /// costs one decision, not one per packet (as Linux recalculates
     /// grants once per batch).
     grants_due: bool,
+    /// NEED_ACK answers this tick to senders we keep no peer state for
+    /// (see `handle_need_ack`), and the tick.
+    stray_need_ack_tick: u64,
+    stray_need_ack_replies: u32,
     metrics: Metrics,
 }
 
@@ -133,6 +137,8 @@ impl Endpoint {
             timers: TimerTable::default(),
             sweep_timer: None,
             grants_due: false,
+            stray_need_ack_tick: 0,
+            stray_need_ack_replies: 0,
             acked: AckMemory::default(),
             events: VecDeque::new(),
             client_rpcs: 0,
@@ -311,6 +317,36 @@ impl Endpoint {
         self.metrics.rpcs_aborted += 1;
         self.schedule_grants(now);
         Ok(())
+    }
+
+    /// Ends every RPC and queues the ACKs this endpoint owes, for a driver
+    /// that is about to close its socket: send what
+    /// [`Endpoint::poll_transmit`] then gives (control packets only), and
+    /// servers free the RPCs they keep for us. Without this a Linux server
+    /// sends NEED_ACK for each of our last RPCs on every timer tick (1 ms),
+    /// for as long as it runs (homa_timer_check_rpc has no limit), to a
+    /// port that no longer answers. Client RPCs still in progress are acked
+    /// too: their server may drop them (Linux answers a NEED_ACK for an RPC
+    /// it abandoned the same way). Server RPCs are dropped. No event
+    /// follows for any of them. Peers are scanned once, in address order.
+    pub fn close(&mut self, now: Nanos) {
+        let mut ids: Vec<RpcId> = self.rpcs.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            if id.is_client() {
+                if let Some(p) = self.peers.get_mut(&id.peer) {
+                    p.pending_acks.push_back(id.id);
+                }
+                self.metrics.rpcs_aborted += 1;
+            } else {
+                self.metrics.server_rpcs_discarded += 1;
+            }
+            self.remove_rpc(now, id);
+        }
+        self.grants_due = false;
+        for peer in self.peers.owed_acks() {
+            self.flush_acks(now, peer, 0);
+        }
     }
 
     /// The next event for the application.

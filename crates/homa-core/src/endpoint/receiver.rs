@@ -102,6 +102,12 @@ impl Receiver {
     /// what it claims (`incoming`), but never more than the policy's
     /// unscheduled allowance.
     pub fn initial_grant(&self, length: u32, claimed: u32) -> u32 {
+        // 0 is no claim: HomaModule's upstream build has no grants and
+        // leaves the field (its `reserved1`) zero, and a message with bytes
+        // never announces 0 otherwise (a Homa sender claims at least its
+        // first packet; a SIRD sender that waits for credit is allowed 0
+        // anyway). The allowance bounds what is believed, as for any claim.
+        let claimed = if claimed == 0 { u32::MAX } else { claimed };
         claimed
             .min(self.policy.unscheduled_allowance(length))
             .min(length)

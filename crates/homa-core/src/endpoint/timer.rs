@@ -18,6 +18,10 @@ use tracing::trace;
 /// never answered anything we sent (see `Peer::proven`); they are silent.
 pub(super) const UNPROVEN_ROUNDS: u32 = 2;
 
+/// Most ticks between two GRANTs a probe repeats for an incoming message
+/// whose grants we withhold (Linux aborts an RPC silent for 100 ticks).
+pub(super) const KEEPALIVE_TICKS: u32 = 40;
+
 /// When a waiting RPC's next round is due.
 pub(super) fn due(config: &Config, rpc: &Rpc) -> Nanos {
     let first = if rpc.wait() == Some(Wait::Ack) {
@@ -163,8 +167,15 @@ impl Endpoint {
         } else {
             self.config.timeout_resends.min(UNPROVEN_ROUNDS)
         };
+        // An ICMP destination-unreachable for another RPC with this peer,
+        // and nothing heard from the peer since (`handle_unreachable`).
+        let unreachable = self
+            .peers
+            .get(&id.peer)
+            .and_then(|p| p.unreachable_since)
+            .is_some();
         let rpc = self.rpcs.get_mut(&id).expect("present");
-        if rpc.unanswered >= limit {
+        if rpc.unanswered >= limit || unreachable {
             return self.give_up(now, id, wait);
         }
         if !proven {
@@ -242,9 +253,28 @@ impl Endpoint {
                 }
             }
             Wait::Response | Wait::Probe => {
-                let (offset, length) = wait.whole_range();
+                let (offset, length) = rpc.resend_range(wait);
+                // A probe for an incoming message repeats our grant now and
+                // then: Linux counts only DATA, GRANT and BUSY as signs of
+                // life of an RPC (homa_dispatch_pkts), and a Linux sender
+                // silent for `timeout_ticks` (100 ms) aborts it
+                // (homa_timer_check_rpc), however many RESENDs it got. Every
+                // round whose number is a multiple of `KEEPALIVE_TICKS /
+                // resend_interval`: about every 40 ticks, so that the
+                // probes of many withheld messages do not double.
+                let every = (KEEPALIVE_TICKS / self.config.resend_interval.max(1)).max(1);
+                let keepalive = match (wait, rpc.phase.msgin()) {
+                    (Wait::Probe, Some(m)) if m.granted > 0 && rpc.probes % every == 0 => {
+                        Some((m.granted.min(m.length), m.priority))
+                    }
+                    _ => None,
+                };
+                rpc.probes += (wait == Wait::Probe) as u32;
                 self.metrics.resends_requested += 1;
                 self.queue_resend(id, offset, length);
+                if let Some((offset, priority)) = keepalive {
+                    self.queue_control(id, Body::Grant { offset, priority });
+                }
             }
         }
         false

@@ -69,6 +69,9 @@ pub(crate) struct HomaSocket {
     /// ECN (SIRD): packets go out ECT(0), and received CE marks are read
     /// (`IP_RECVTOS` / `IPV6_RECVTCLASS` over UDP, the IP header over raw).
     ecn: bool,
+    /// Raw IPv4: an ICMP error may be queued (`IP_RECVERR`), to be read
+    /// with `take_icmp_errors`.
+    icmp_pending: std::sync::atomic::AtomicBool,
     _raw_port: Option<RawPort>,
 }
 
@@ -158,8 +161,15 @@ impl HomaSocket {
             gso: false,
             gro: false,
             ecn,
+            icmp_pending: std::sync::atomic::AtomicBool::new(false),
             _raw_port: raw_port,
         };
+        if kind == Kind::Raw4 {
+            // ICMP errors for our packets (a peer's port or Homa gone) are
+            // queued for us to read, as Linux Homa's err_handler gets them.
+            // Without it an unconnected raw socket never sees them.
+            let _ = s.setsockopt_int(libc::IPPROTO_IP, libc::IP_RECVERR, 1);
+        }
         if kind != Kind::Raw4 {
             s.gso = gso;
             s.gro = gro && s.setsockopt_int(libc::SOL_UDP, UDP_GRO, 1).is_ok();

@@ -8,6 +8,7 @@ use crate::cmsg::{self, CmsgBuf};
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::Ordering;
 
 /// Largest datagram a receive buffer holds (a GRO batch or a 64 KiB packet).
 const RECV_BUF: usize = 65_536;
@@ -153,7 +154,7 @@ impl HomaSocket {
             )
         };
         if r < 0 {
-            return nothing_received();
+            return self.nothing_received();
         }
         for (i, m) in msgs.iter().enumerate().take(r as usize) {
             let len = m.msg_len as usize;
@@ -242,7 +243,7 @@ impl HomaSocket {
             )
         };
         if r < 0 {
-            return nothing_received();
+            return self.nothing_received();
         }
         written(buf, r as usize);
         let Some(src) = sockaddr_addr(&name) else {
@@ -283,7 +284,7 @@ impl HomaSocket {
         // buffers, writable and as long as we say, for the whole call.
         let r = unsafe { libc::recvmsg(self.fd(), &mut m, libc::MSG_DONTWAIT) };
         if r < 0 {
-            return nothing_received();
+            return self.nothing_received();
         }
         written(&mut rb.bufs[0], r as usize);
         let Some(src) = sockaddr_addr(&name) else {
@@ -305,13 +306,70 @@ impl HomaSocket {
 /// Reads errno after a failed receive: "nothing came" for the expected
 /// cases (no data, a signal, or an ICMP error left by an earlier send, which
 /// says nothing about this receive), the error otherwise.
-fn nothing_received() -> io::Result<usize> {
-    let e = io::Error::last_os_error();
-    match e.kind() {
-        io::ErrorKind::WouldBlock
-        | io::ErrorKind::Interrupted
-        | io::ErrorKind::ConnectionRefused => Ok(0),
-        _ => Err(e),
+impl HomaSocket {
+    /// The result of a receive call that failed: `Ok(0)` when nothing was
+    /// waiting (or the call reported an error an ICMP message left on the
+    /// socket, which [`HomaSocket::take_icmp_errors`] then reads).
+    fn nothing_received(&self) -> io::Result<usize> {
+        let e = io::Error::last_os_error();
+        if let Some(
+            libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::ENOPROTOOPT,
+        ) = e.raw_os_error()
+        {
+            self.icmp_pending.store(true, Ordering::Release);
+            return Ok(0);
+        }
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+            _ => Err(e),
+        }
+    }
+
+    /// Reads the ICMP destination-unreachable errors queued on a raw IPv4
+    /// socket (`IP_RECVERR`), if [`HomaSocket::note_poll_error`] or a
+    /// failed receive said there may be some: for each, the address our
+    /// packet went to and the start of that packet as the ICMP message
+    /// quoted it (its Homa header). Reads at most 64 per call.
+    pub(crate) fn take_icmp_errors(&self) -> Vec<(IpAddr, Vec<u8>)> {
+        let mut out = Vec::new();
+        if self.kind != Kind::Raw4 || !self.icmp_pending.swap(false, Ordering::AcqRel) {
+            return out;
+        }
+        for _ in 0..64 {
+            let mut data = [0u8; 128];
+            // SAFETY: all-zero is a valid sockaddr_in and msghdr.
+            let mut name: libc::sockaddr_in = unsafe { zeroed() };
+            let mut control: CmsgBuf = [0u64; 8];
+            let mut iov = libc::iovec {
+                iov_base: data.as_mut_ptr() as *mut libc::c_void,
+                iov_len: data.len(),
+            };
+            let mut m: libc::msghdr = unsafe { zeroed() };
+            m.msg_name = &mut name as *mut _ as *mut libc::c_void;
+            m.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            m.msg_iov = &mut iov;
+            m.msg_iovlen = 1;
+            m.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+            m.msg_controllen = size_of::<CmsgBuf>() as _;
+            // SAFETY: every pointer in `m` refers to a live local of the
+            // size given, written only by this call.
+            let r = unsafe {
+                libc::recvmsg(self.fd(), &mut m, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT)
+            };
+            if r < 0 {
+                break;
+            }
+            if cmsg::icmp_dest_unreachable(&m) {
+                let dst = IpAddr::V4(Ipv4Addr::from(u32::from_be(name.sin_addr.s_addr)));
+                out.push((dst, data[..(r as usize).min(data.len())].to_vec()));
+            }
+        }
+        out
+    }
+
+    /// The socket's poll said `POLLERR`: an error may be queued.
+    pub(crate) fn note_poll_error(&self) {
+        self.icmp_pending.store(true, Ordering::Release);
     }
 }
 

@@ -1504,4 +1504,5 @@ fn idle_peers_are_forgotten() {
     }
 }
 
+mod linux;
 mod sird;
