@@ -111,6 +111,7 @@ impl<T> Receiver<T> {
     /// Hangs up (a later `send` gets its value back) and takes the value
     /// already sent, if any: what a waiter that gives up does, so that a
     /// value sent at that moment is not lost.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn close_and_take(&mut self) -> Option<T> {
         let mut slot = lock(&self.shared);
         slot.receiver_gone = true;
