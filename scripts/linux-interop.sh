@@ -45,8 +45,8 @@ apt_install nft nftables || { echo "linux-interop: FAIL: nftables (nft) is missi
 # ---- the host side ----
 cd "$ROOT"
 if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then PATH="$HOME/.cargo/bin:$PATH"; fi
-echo "linux-interop: building the host side (cargo build -p homa --example interop)"
-cargo build -q -p homa --example interop || { echo "linux-interop: FAIL: build"; exit 1; }
+echo "linux-interop: building the host side (cargo build -p homa-rs --example interop)"
+cargo build -q -p homa-rs --example interop || { echo "linux-interop: FAIL: build"; exit 1; }
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 case $TARGET in /*) ;; *) TARGET=$ROOT/$TARGET ;; esac
 BIN=$TARGET/debug/examples/interop
