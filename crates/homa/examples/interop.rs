@@ -391,10 +391,23 @@ fn server(bind: SocketAddr, opts: &Opts) -> Res<bool> {
             Err(e) => return Err(e.into()),
         }
     }
-    // Keep answering until the clients have acked every response.
+    // Keep answering until every response is out, and then until the
+    // clients have gone quiet: a response fully sent may not be fully
+    // received (a slow guest still grants, acks or asks for a resend), and
+    // a packet to a closed raw socket draws an ICMP protocol-unreachable,
+    // on which Linux aborts every RPC to this host (EPROTONOSUPPORT).
     let t = Instant::now();
     while ep.metrics().active_rpcs > 0 && t.elapsed() < linger {
         std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut heard = ep.runtime_stats().packets_received;
+    while t.elapsed() < linger {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = ep.runtime_stats().packets_received;
+        if now == heard {
+            break;
+        }
+        heard = now;
     }
     let left = ep.metrics().active_rpcs;
     print_metrics(&ep.metrics());
