@@ -18,11 +18,14 @@
 //!     target/debug/examples/echo client --raw 10.146.0.2:5000 1,1400,5000,60000,250000
 //! ```
 
-use bytes::Bytes;
 use homa::{Config, Endpoint, Error, Transport};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+
+#[path = "support/pattern.rs"]
+mod support_pattern;
+use support_pattern::pattern;
 
 const USAGE: &str = "usage: echo server [--raw] BIND_ADDR [SECONDS]\n       \
                      echo client [--raw] SERVER_ADDR SIZE[,SIZE...]";
@@ -115,18 +118,4 @@ fn client(
         return Err(format!("{failed} of {} RPCs failed", sizes.len()).into());
     }
     Ok(())
-}
-
-/// `size` bytes of a xorshift stream seeded by the RPC's index.
-fn pattern(seed: u64, size: usize) -> Bytes {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (seed + 1);
-    (0..size)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect::<Vec<u8>>()
-        .into()
 }

@@ -40,6 +40,10 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+#[path = "support/pattern.rs"]
+mod support_pattern;
+use support_pattern::pattern;
+
 const USAGE: &str = "usage: interop client SERVER_ADDR --sizes LIST [--conc N] [--rounds R] \
      [--rpc-timeout S] [--expect-ok N] [--max-fail-ms MS] [--expect-unanswered SIZE] [--stay S] [TIMERS]\n       \
      interop server BIND_ADDR --count N [--linger S] [--idle S] [TIMERS]\n       \
@@ -121,20 +125,6 @@ fn run() -> Res<bool> {
         "server" => server(addr, &opts),
         _ => Err(USAGE.into()),
     }
-}
-
-/// `size` bytes of a xorshift stream seeded by the RPC's index.
-fn pattern(seed: u64, size: usize) -> Bytes {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (seed + 1);
-    (0..size)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect::<Vec<u8>>()
-        .into()
 }
 
 struct Pending {
