@@ -137,7 +137,11 @@ struct State {
     /// `recv_any_response` leaves their outcomes to that thread.
     claimed: HashSet<RpcId>,
     requests: VecDeque<Request>,
-    async_responses: BTreeMap<RpcId, oneshot::Sender<Result<Bytes, Error>>>,
+    /// Async waiters per RPC, oldest first. More than one when a waiter
+    /// that was cancelled registers late (its task polled after the next
+    /// waiter's): the outcome goes to the first still listening, so a
+    /// stale registration never displaces a live one.
+    async_responses: BTreeMap<RpcId, Vec<oneshot::Sender<Result<Bytes, Error>>>>,
     async_requests: VecDeque<oneshot::Sender<Request>>,
     reader: Reader,
     reader_free_since: Instant,
@@ -853,12 +857,14 @@ impl Inner {
         if !st.outstanding.remove(&rpc) {
             return; // aborted meanwhile
         }
-        if let Some(tx) = st.async_responses.remove(&rpc) {
-            if let Err(r) = tx.send(r) {
-                st.done.insert(rpc, r);
-                st.done_order.push_back(rpc);
+        let mut r = Some(r);
+        for tx in st.async_responses.remove(&rpc).unwrap_or_default() {
+            match tx.send(r.take().expect("present until sent")) {
+                Ok(()) => break,
+                Err(back) => r = Some(back), // that waiter has gone
             }
-        } else {
+        }
+        if let Some(r) = r {
             st.done.insert(rpc, r);
             st.done_order.push_back(rpc);
         }
@@ -1163,7 +1169,11 @@ impl Inner {
             return Err(Err(Error::UnknownRpc(id)));
         }
         let (tx, rx) = oneshot::channel();
-        st.async_responses.insert(id, tx);
+        let waiters = st.async_responses.entry(id).or_default();
+        // Waiters that gave up (timed out, cancelled) leave: a caller
+        // waiting again and again in short slices keeps one entry.
+        waiters.retain(|w| !w.is_closed());
+        waiters.push(tx);
         Ok(rx)
     }
 

@@ -57,6 +57,11 @@ pub(crate) fn channel<T>() -> (Sender<T>, Receiver<T>) {
 }
 
 impl<T> Sender<T> {
+    /// True once the receiver is gone (a `send` would hand the value back).
+    pub(crate) fn is_closed(&self) -> bool {
+        lock(&self.shared).receiver_gone
+    }
+
     /// Delivers `value`, or hands it back if the receiver is gone.
     pub(crate) fn send(self, value: T) -> Result<(), T> {
         let waker = {

@@ -242,3 +242,39 @@ fn async_sends_held_by_the_pacer_wake_the_reader() {
     );
     assert!(s.pacer_kicks > 0, "held sends woke the reader: {s:?}");
 }
+
+/// A waiter that registers for a response after a newer one (a cancelled
+/// task polled late) must not take the response away from the live one:
+/// seen as a rare `UnknownRpc` in the Python package's asyncio tests.
+#[test]
+fn a_late_stale_waiter_does_not_displace_the_live_one() {
+    let server = EchoServer::bind("127.0.0.1:0".parse().unwrap(), Config::default(), 0);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = AsyncEndpoint::bind("127.0.0.1:0".parse().unwrap(), Config::default()).unwrap();
+    let ep = server.endpoint().clone();
+    rt.block_on(async {
+        let rid = client.send_request(server.addr, pattern(3, 10)).unwrap();
+        let req = ep.recv_request(Some(CALL_TIMEOUT)).unwrap();
+        let live = tokio::spawn({
+            let c = client.clone();
+            async move { c.recv_response(rid).await }
+        });
+        tokio::task::yield_now().await; // the live waiter registers first
+        let stale = tokio::spawn({
+            let c = client.clone();
+            async move { c.recv_response(rid).await }
+        });
+        tokio::task::yield_now().await; // then the stale one
+        stale.abort();
+        let _ = stale.await;
+        ep.reply(req.id, pattern(4, 10)).unwrap();
+        let got = live
+            .await
+            .unwrap()
+            .expect("the live waiter gets the response");
+        assert_bytes(&pattern(4, 10), &got, "response");
+    });
+}
