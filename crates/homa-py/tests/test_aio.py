@@ -91,7 +91,7 @@ async def test_call_timeout_aborts(silent_port):
         start = time.monotonic()
         with pytest.raises(homars.HomaTimeout):
             await client.call(silent_port, b"x", timeout=0.01)
-        assert 0.01 <= time.monotonic() - start < 1.0
+        assert time.monotonic() - start >= 0.01
         m = client.metrics()
         assert (m["rpcs_aborted"], m["active_client_rpcs"]) == (1, 0)
         with pytest.raises(homars.PeerDead):
@@ -118,7 +118,7 @@ async def test_recv_timeouts_and_unknown_rpcs():
         start = time.monotonic()
         with pytest.raises(homars.HomaTimeout):
             await server.recv_request(timeout=0.02)
-        assert 0.02 <= time.monotonic() - start < 1.0
+        assert time.monotonic() - start >= 0.02
 
         rid = await client.send_request(server.local_addr, b"q")
         req = await server.recv_request(CALL_TIMEOUT)
