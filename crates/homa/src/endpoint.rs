@@ -37,6 +37,13 @@ const BACKGROUND_GRACE: Duration = Duration::from_micros(200);
 /// Pacer waits shorter than this are spun rather than slept (sleeps are
 /// rounded up to the timer slack, ~50 µs).
 const SPIN_BELOW: Duration = Duration::from_micros(30);
+
+/// An application reader on UDP sleeps in the receive call itself (one
+/// system call per wake-up instead of `ppoll` and a receive) when its next
+/// deadline is at least this far away; the background thread kicks it then.
+/// Nearer deadlines (the pacer's, a caller's short timeout) are kept by
+/// `ppoll`, which costs no thread hand-off.
+const BLOCK_IN_RECV_FROM: Duration = Duration::from_micros(200);
 /// Receive batches taken in one go before other work gets a turn.
 const RECV_ROUNDS: usize = 8;
 /// Most time [`Endpoint::shutdown`] spends sending the ACKs the endpoint
@@ -103,6 +110,10 @@ pub struct RuntimeStats {
     /// Raw IPv4 only: ICMP destination-unreachables read for our packets
     /// (each ends the RPC it names, if any is still there).
     pub icmp_errors: u64,
+    /// UDP only: times a reader asleep in its receive call was woken with a
+    /// zero-length datagram to its own socket (its deadline came, another
+    /// thread left it work, or the endpoint closed).
+    pub self_kicks: u64,
 }
 
 /// A received packet the fault shim holds back: source, bytes, CE mark.
@@ -145,6 +156,14 @@ struct State {
     async_requests: VecDeque<oneshot::Sender<Request>>,
     reader: Reader,
     reader_free_since: Instant,
+    /// While an application reader sleeps in the receive call (UDP): when
+    /// it must be woken (endpoint time, ns). The background thread kicks it
+    /// then ([`HomaSocket::kick_self`]); the reader clears it on waking.
+    recv_blocked_until: Option<Nanos>,
+    /// When the background thread wakes by itself next (endpoint time,
+    /// ns), while it sleeps with a deadline: a reader that needs an earlier
+    /// kick wakes it to say so.
+    bg_wakes_at: Option<Nanos>,
     /// Bumped whenever what a waiter checks may have changed, so spinning
     /// waiters re-check only then.
     generation: u64,
@@ -170,6 +189,7 @@ struct Stats {
     pacer_kicks: AtomicU64,
     ce_received: AtomicU64,
     icmp_errors: AtomicU64,
+    self_kicks: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -290,6 +310,8 @@ impl Endpoint {
                 async_requests: VecDeque::new(),
                 reader: Reader::Nobody,
                 reader_free_since: Instant::now(),
+                recv_blocked_until: None,
+                bg_wakes_at: None,
                 generation: 0,
                 faults,
             }),
@@ -493,6 +515,7 @@ impl Endpoint {
             pacer_kicks: get(&s.pacer_kicks),
             ce_received: get(&s.ce_received),
             icmp_errors: get(&s.icmp_errors),
+            self_kicks: get(&s.self_kicks),
         }
     }
 
@@ -565,6 +588,9 @@ impl Inner {
             return;
         }
         self.kick.kick();
+        if self.sock.can_block() {
+            self.kick_self();
+        }
         {
             let mut st = self.lock();
             st.async_responses.clear();
@@ -632,10 +658,23 @@ impl Inner {
             return;
         }
         self.stats.pacer_kicks.fetch_add(1, Ordering::Relaxed);
+        self.kick_reader(st);
+    }
+
+    /// Makes the reader look at the state again: the background thread if
+    /// nobody reads, else wherever the reader sleeps.
+    fn kick_reader(&self, st: &State) {
         match st.reader {
             Reader::Nobody => self.bg_cond.notify_one(),
+            Reader::App if st.recv_blocked_until.is_some() => self.kick_self(),
             Reader::App | Reader::Background => self.kick.kick(),
         }
+    }
+
+    /// Wakes a reader asleep in the receive call.
+    fn kick_self(&self) {
+        self.stats.self_kicks.fetch_add(1, Ordering::Relaxed);
+        self.sock.kick_self(self.local);
     }
 
     /// Takes the core's packets that the pacer lets go now. They are sent
@@ -882,17 +921,20 @@ impl Inner {
             // reading one per call made the reader fall behind.)
             self.take_input(self.config.recv_batch, spins % 32 == 0);
         } else {
-            self.sleep_until_input(deadline);
-            self.take_input(self.config.recv_batch, true);
+            let block = self.sleep_until_input(deadline, mode);
+            self.take_input_from(self.config.recv_batch, true, block);
         }
     }
 
     /// Sleeps until the socket is readable, the next timer or pacer
-    /// deadline, `deadline`, or a kick.
-    fn sleep_until_input(&self, deadline: Option<Instant>) {
+    /// deadline, `deadline`, or a kick. Returns true instead of sleeping
+    /// when the caller is to sleep in the receive call itself (an
+    /// application reader on UDP with a deadline far enough away for the
+    /// background thread to kick it then).
+    fn sleep_until_input(&self, deadline: Option<Instant>, mode: ReadMode) -> bool {
         let now = self.now();
+        let mut st = self.lock();
         let mut wait = {
-            let st = self.lock();
             let mut w = st
                 .core
                 .poll_timeout()
@@ -912,6 +954,17 @@ impl Inner {
         if let Some(d) = deadline {
             wait = wait.min(d.saturating_duration_since(Instant::now()));
         }
+        if mode == ReadMode::App && self.sock.can_block() && wait >= BLOCK_IN_RECV_FROM {
+            let until = now + wait.as_nanos() as Nanos;
+            st.recv_blocked_until = Some(until);
+            // (Under the lock: the background thread decides how long to
+            // sleep under it too, so it cannot miss this.)
+            if st.bg_wakes_at.is_none_or(|t| t > until) {
+                self.bg_cond.notify_one();
+            }
+            return true;
+        }
+        drop(st);
         if wait > SPIN_BELOW {
             let (_, kicked, error) = sleep(self.sock.fd(), &self.kick, Some(wait));
             if error {
@@ -923,16 +976,28 @@ impl Inner {
                 self.kick.drain();
             }
         }
+        false
     }
 
     /// Processes whatever the socket holds, runs due timers, sends what
     /// that produced and hands events to their waiters.
     fn take_input(&self, first: usize, housekeeping: bool) {
+        self.take_input_from(first, housekeeping, false)
+    }
+
+    /// [`Inner::take_input`]; with `block`, the first receive call sleeps
+    /// until something comes ([`HomaSocket::recv_wait`]).
+    fn take_input_from(&self, first: usize, housekeeping: bool, mut block: bool) {
         let mut rb = self.recv_bufs.lock().unwrap_or_else(|p| p.into_inner());
         self.take_icmp_errors();
         let mut max = first;
         for _ in 0..RECV_ROUNDS {
-            let n = match self.sock.recv(&mut rb, max) {
+            let got = if block {
+                self.sock.recv_wait(&mut rb, max)
+            } else {
+                self.sock.recv(&mut rb, max)
+            };
+            let n = match got {
                 Ok(n) => n,
                 Err(e) => {
                     tracing::warn!(error = %e, "receive failed");
@@ -949,6 +1014,10 @@ impl Inner {
                     .fetch_add(n as u64, Ordering::Relaxed);
             }
             let mut st = self.lock();
+            if block {
+                st.recv_blocked_until = None;
+                block = false;
+            }
             let now = self.now();
             let backlogged = n == max && max > 1;
             let mut ce_marks = 0;
@@ -969,6 +1038,9 @@ impl Inner {
                     continue;
                 }
                 let (src, bytes, ce) = rb.datagram(i);
+                if crate::socket::is_kick(src, bytes, self.local) {
+                    continue;
+                }
                 ce_marks += ce as u64;
                 self.receive(&mut st, now, src, bytes, PacketMeta { ce, backlogged });
             }
@@ -1118,16 +1190,29 @@ impl Inner {
                 if free {
                     break;
                 }
-                let wait = if self.waiters.load(Ordering::Acquire) > 0 {
+                let mut wait = if self.waiters.load(Ordering::Acquire) > 0 {
                     MAX_SLEEP
                 } else {
                     BACKGROUND_GRACE
                 };
+                let now = self.now();
+                if let Some(until) = st.recv_blocked_until {
+                    // An application reader sleeps in the receive call,
+                    // whose own timeout is too coarse: wake it on time.
+                    if until <= now {
+                        st.recv_blocked_until = None;
+                        self.kick_self();
+                        continue;
+                    }
+                    wait = wait.min(Duration::from_nanos(until - now));
+                }
+                st.bg_wakes_at = Some(now + wait.as_nanos() as Nanos);
                 st = self
                     .bg_cond
                     .wait_timeout(st, wait)
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
+                st.bg_wakes_at = None;
             }
             st.reader = Reader::Background;
             drop(st);
@@ -1192,12 +1277,12 @@ impl Inner {
         if let Some(r) = req {
             st.requests.push_front(r);
         }
+        if self.waiters.load(Ordering::Acquire) > 0 && st.reader != Reader::Nobody {
+            // The reader may sleep on the socket: it checks the queue again.
+            self.kick_reader(&st);
+        }
         drop(st);
         self.wake_sleepers();
-        if self.waiters.load(Ordering::Acquire) > 0 {
-            // The reader may sleep on the socket: it checks the queue again.
-            self.kick.kick();
-        }
     }
 
     /// Registers an async waiter for the next request.

@@ -59,6 +59,17 @@ enum Kind {
     Raw4,
 }
 
+/// The longest a reader stays in a blocking receive when nobody kicks it
+/// (rounded up to jiffies by the kernel).
+const BLOCKED_RECV_LIMIT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// True for a kick datagram ([`HomaSocket::kick_self`]): empty, from this
+/// endpoint's own port. (A peer could forge one: it would only wake the
+/// reader, as any datagram does.)
+pub(crate) fn is_kick(src: SocketAddr, bytes: &[u8], local: SocketAddr) -> bool {
+    bytes.is_empty() && src.port() == local.port()
+}
+
 /// One Homa socket.
 #[derive(Debug)]
 pub(crate) struct HomaSocket {
@@ -118,9 +129,18 @@ impl HomaSocket {
             ),
             _ => Error::Io(e),
         })?;
-        // Readers sleep in ppoll, whose timeout is precise (a blocking
-        // receive's timeout is rounded to jiffies and would make timers late).
-        socket.set_nonblocking(true)?;
+        // Every call passes MSG_DONTWAIT except the one a UDP reader sleeps
+        // in (`recv_wait`): a blocking receive, one system call per wake-up
+        // where poll-then-receive is two. Its timeout (in jiffies, too
+        // coarse for timers) only bounds a sleep nobody ends: the background
+        // thread kicks it at the reader's deadline. Raw IPv4 readers sleep in
+        // ppoll (a kick datagram to ourselves would reach every protocol-146
+        // socket on the host, Linux Homa's included).
+        if kind == Kind::Raw4 {
+            socket.set_nonblocking(true)?;
+        } else {
+            socket.set_read_timeout(Some(BLOCKED_RECV_LIMIT))?;
+        }
         set_buffer_sizes(&socket, buffer_bytes);
         if kind == Kind::Udp6 {
             socket.set_only_v6(true)?;
@@ -183,6 +203,40 @@ impl HomaSocket {
             }
         }
         Ok((s, local))
+    }
+
+    /// True when a reader may sleep in the receive call itself
+    /// ([`HomaSocket::recv_wait`]), woken by [`HomaSocket::kick_self`].
+    pub(crate) fn can_block(&self) -> bool {
+        self.kind != Kind::Raw4
+    }
+
+    /// Wakes a reader asleep in [`HomaSocket::recv_wait`]: a zero-length
+    /// datagram from this socket to itself (`local`, loopback when bound to
+    /// the unspecified address). Whoever reads it next drops it
+    /// ([`is_kick`]). Not for raw sockets.
+    pub(crate) fn kick_self(&self, local: SocketAddr) {
+        let mut to = local;
+        if to.ip().is_unspecified() {
+            to.set_ip(match to {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let name = SockAddr::from(to);
+        let mut cmsg: CmsgBuf = [0u64; 8];
+        // SAFETY: all-zero is a valid msghdr (no data: a zero-length
+        // datagram).
+        let mut m: libc::msghdr = unsafe { zeroed() };
+        m.msg_name = name.as_ptr() as *mut libc::c_void;
+        m.msg_namelen = name.len();
+        // (Marked like every other packet of this socket, ECN included.)
+        let used = cmsg::fill_send(&mut m, &mut cmsg, self.v6(), self.tos(0), None);
+        m.msg_controllen = used as _;
+        // SAFETY: the pointers in `m` refer to locals that outlive the call,
+        // and the kernel only reads them. (A full socket buffer refuses the
+        // kick, but then the reader has data: it is awake.)
+        unsafe { libc::sendmsg(self.fd(), &m, libc::MSG_DONTWAIT) };
     }
 
     /// True when packets come with UDP ports (which must then match the

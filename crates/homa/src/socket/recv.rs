@@ -111,8 +111,24 @@ impl HomaSocket {
     /// returns how many (0 when nothing is waiting). A GRO buffer counts as
     /// the packets it holds.
     pub(crate) fn recv(&self, rb: &mut RecvBufs, max: usize) -> io::Result<usize> {
+        self.recv_with(rb, max, libc::MSG_DONTWAIT)
+    }
+
+    /// [`HomaSocket::recv`], but sleeps until the first datagram comes (or
+    /// a kick, [`HomaSocket::kick_self`], or the socket's receive timeout):
+    /// what a UDP reader sleeps in ([`HomaSocket::can_block`]).
+    pub(crate) fn recv_wait(&self, rb: &mut RecvBufs, max: usize) -> io::Result<usize> {
+        self.recv_with(rb, max, libc::MSG_WAITFORONE)
+    }
+
+    fn recv_with(&self, rb: &mut RecvBufs, max: usize, flags: libc::c_int) -> io::Result<usize> {
         if max <= 1 && !self.gro {
-            return self.recv_one(rb);
+            let flags = if flags == libc::MSG_WAITFORONE {
+                0
+            } else {
+                flags
+            };
+            return self.recv_one(rb, flags);
         }
         let n = rb.bufs.len().min(max.max(1));
         let RecvBufs {
@@ -149,7 +165,7 @@ impl HomaSocket {
                 self.fd(),
                 msgs.as_mut_ptr(),
                 n as libc::c_uint,
-                libc::MSG_DONTWAIT,
+                flags,
                 std::ptr::null_mut(),
             )
         };
@@ -220,10 +236,10 @@ impl HomaSocket {
     /// Receives one datagram with the cheapest call there is: `recvfrom`
     /// (what a spinning reader does between arrivals), or `recvmsg` when a
     /// UDP socket needs its TOS control message for ECN.
-    fn recv_one(&self, rb: &mut RecvBufs) -> io::Result<usize> {
+    fn recv_one(&self, rb: &mut RecvBufs, flags: libc::c_int) -> io::Result<usize> {
         rb.got.clear();
         if self.ecn && self.kind != Kind::Raw4 {
-            return self.recv_one_msg(rb);
+            return self.recv_one_msg(rb, flags);
         }
         // SAFETY: all-zero is a valid sockaddr_storage.
         let mut name: libc::sockaddr_storage = unsafe { zeroed() };
@@ -237,7 +253,7 @@ impl HomaSocket {
                 self.fd(),
                 ptr,
                 room,
-                libc::MSG_DONTWAIT,
+                flags,
                 &mut name as *mut _ as *mut libc::sockaddr,
                 &mut namelen,
             )
@@ -265,7 +281,7 @@ impl HomaSocket {
     }
 
     /// [`HomaSocket::recv_one`] with `recvmsg`, to get the TOS byte.
-    fn recv_one_msg(&self, rb: &mut RecvBufs) -> io::Result<usize> {
+    fn recv_one_msg(&self, rb: &mut RecvBufs, flags: libc::c_int) -> io::Result<usize> {
         // SAFETY: all-zero is a valid sockaddr_storage.
         let mut name: libc::sockaddr_storage = unsafe { zeroed() };
         let buf = &mut rb.bufs[0];
@@ -282,7 +298,7 @@ impl HomaSocket {
         m.msg_controllen = size_of::<CmsgBuf>() as _;
         // SAFETY: every pointer in `m` refers to a live local or to `rb`'s
         // buffers, writable and as long as we say, for the whole call.
-        let r = unsafe { libc::recvmsg(self.fd(), &mut m, libc::MSG_DONTWAIT) };
+        let r = unsafe { libc::recvmsg(self.fd(), &mut m, flags) };
         if r < 0 {
             return self.nothing_received();
         }
