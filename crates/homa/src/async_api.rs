@@ -9,8 +9,10 @@
 //! requires its time driver then, `enable_time` or `enable_all`), and a
 //! timer thread of this crate's otherwise.
 
+use crate::endpoint::Queued;
 use crate::{Endpoint, Error, Request};
 use bytes::Bytes;
+use homa_core::Message;
 use homa_core::{Metrics, RpcId};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -134,6 +136,7 @@ impl AsyncEndpoint {
             }),
             Err(now) => now,
         }
+        .map(Message::into_bytes)
     }
 
     /// Awaits the next request.
@@ -148,6 +151,7 @@ impl AsyncEndpoint {
             }
             Err(now) => now,
         }
+        .map(Queued::into_request)
     }
 
     /// Sends the response to a request (never blocks).
@@ -189,14 +193,14 @@ impl Drop for AbortUnlessDone<'_> {
 /// An async waiter's channel for the next request: dropped before the
 /// request was taken out of it, it gives the request back.
 struct PendingRequest<'a> {
-    rx: crate::oneshot::Receiver<Request>,
+    rx: crate::oneshot::Receiver<Queued>,
     ep: &'a Endpoint,
 }
 
 impl Drop for PendingRequest<'_> {
     fn drop(&mut self) {
         if let Some(req) = self.rx.close_and_take() {
-            self.ep.requeue_request(req);
+            self.ep.inner().requeue_request(req);
         }
     }
 }

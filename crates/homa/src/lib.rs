@@ -74,6 +74,7 @@ mod endpoint;
 mod error;
 mod fault;
 mod oneshot;
+mod parked;
 mod ready;
 mod socket;
 #[cfg(feature = "tokio")]

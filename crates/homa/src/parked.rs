@@ -1,0 +1,243 @@
+//! Threads asleep in the blocking API, by what they wait for, so that an
+//! outcome wakes the one thread it is for.
+//!
+//! They used to sleep on one condition variable that every event notified
+//! in full: with N threads sharing an endpoint, each response woke N − 1 of
+//! them for nothing (and on a busy host each futile wake-up takes a CPU
+//! from someone who needed it). Now a response wakes the thread waiting for
+//! that RPC (or one waiting for any response), a request wakes one thread
+//! waiting for requests, and a free reader role wakes one thread to take it.
+//! A thread parks with a timeout and re-checks the endpoint's state whenever
+//! it wakes, so a spurious or early wake-up costs a check, never a result.
+
+use homa_core::RpcId;
+use smallvec::SmallVec;
+use std::collections::{HashMap, VecDeque};
+use std::thread::Thread;
+
+/// What a parked thread waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitFor {
+    /// The outcome of this RPC (`recv_response`, `call`).
+    Response(RpcId),
+    /// The outcome of any RPC nobody waits for by id (`recv_any_response`).
+    AnyResponse,
+    /// The next request (`recv_request`).
+    Request,
+}
+
+/// A parked thread's place, to leave the table by when it wakes.
+pub(crate) type Ticket = u64;
+
+/// Threads to unpark once the endpoint's lock is released.
+pub(crate) type Woken = SmallVec<[Thread; 2]>;
+
+/// The parked threads of an endpoint (kept under its lock).
+#[derive(Debug, Default)]
+pub(crate) struct Parked {
+    next: Ticket,
+    by_rpc: HashMap<RpcId, Vec<(Ticket, Thread)>>,
+    any_response: VecDeque<(Ticket, Thread)>,
+    requests: VecDeque<(Ticket, Thread)>,
+    woken: Woken,
+}
+
+impl Parked {
+    /// Registers the calling thread as waiting for `what`; it then parks
+    /// (after releasing the lock) and calls [`Parked::leave`] on waking.
+    pub(crate) fn enter(&mut self, what: WaitFor) -> Ticket {
+        self.next += 1;
+        let entry = (self.next, std::thread::current());
+        match what {
+            WaitFor::Response(id) => self.by_rpc.entry(id).or_default().push(entry),
+            WaitFor::AnyResponse => self.any_response.push_back(entry),
+            WaitFor::Request => self.requests.push_back(entry),
+        }
+        self.next
+    }
+
+    /// Removes the thread's entry if a wake-up has not removed it already.
+    pub(crate) fn leave(&mut self, what: WaitFor, ticket: Ticket) {
+        let gone = |q: &mut VecDeque<(Ticket, Thread)>| q.retain(|(t, _)| *t != ticket);
+        match what {
+            WaitFor::Response(id) => {
+                if let Some(v) = self.by_rpc.get_mut(&id) {
+                    v.retain(|(t, _)| *t != ticket);
+                    if v.is_empty() {
+                        self.by_rpc.remove(&id);
+                    }
+                }
+            }
+            WaitFor::AnyResponse => gone(&mut self.any_response),
+            WaitFor::Request => gone(&mut self.requests),
+        }
+    }
+
+    /// A request was queued: wakes the thread that has waited longest.
+    pub(crate) fn request_ready(&mut self) {
+        if let Some((_, t)) = self.requests.pop_front() {
+            self.woken.push(t);
+        }
+    }
+
+    /// RPC `id` has an outcome to collect: wakes whoever waits for it by id,
+    /// or else (unless a thread that is not parked claimed it) the thread
+    /// that has waited longest for any response.
+    pub(crate) fn response_ready(&mut self, id: RpcId, claimed: bool) {
+        if let Some(v) = self.by_rpc.remove(&id) {
+            self.woken.extend(v.into_iter().map(|(_, t)| t));
+        } else if !claimed {
+            if let Some((_, t)) = self.any_response.pop_front() {
+                self.woken.push(t);
+            }
+        }
+    }
+
+    /// RPC `id` is gone without an outcome (aborted): its waiters learn it,
+    /// and so do those waiting for any response (there may be nothing
+    /// outstanding now).
+    pub(crate) fn rpc_gone(&mut self, id: RpcId) {
+        if let Some(v) = self.by_rpc.remove(&id) {
+            self.woken.extend(v.into_iter().map(|(_, t)| t));
+        }
+        self.woken
+            .extend(self.any_response.drain(..).map(|(_, t)| t));
+    }
+
+    /// The reader role is free: wakes one thread to take it.
+    pub(crate) fn wake_one(&mut self) {
+        let t = match self.requests.pop_front() {
+            Some((_, t)) => Some(t),
+            None => match self.any_response.pop_front() {
+                Some((_, t)) => Some(t),
+                None => {
+                    let id = self.by_rpc.keys().next().copied();
+                    id.and_then(|id| {
+                        let v = self.by_rpc.get_mut(&id)?;
+                        let t = v.pop().map(|(_, t)| t);
+                        if v.is_empty() {
+                            self.by_rpc.remove(&id);
+                        }
+                        t
+                    })
+                }
+            },
+        };
+        self.woken.extend(t);
+    }
+
+    /// The endpoint closed: wakes everyone.
+    pub(crate) fn wake_all(&mut self) {
+        for (_, v) in self.by_rpc.drain() {
+            self.woken.extend(v.into_iter().map(|(_, t)| t));
+        }
+        self.woken
+            .extend(self.any_response.drain(..).map(|(_, t)| t));
+        self.woken.extend(self.requests.drain(..).map(|(_, t)| t));
+    }
+
+    /// The threads to unpark (after releasing the lock).
+    pub(crate) fn take_woken(&mut self) -> Woken {
+        std::mem::take(&mut self.woken)
+    }
+}
+
+/// Unparks the threads [`Parked::take_woken`] returned.
+pub(crate) fn unpark(woken: Woken) {
+    for t in woken {
+        t.unpark();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    fn rpc(n: u64) -> RpcId {
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        RpcId { peer, id: n }
+    }
+
+    fn woken(p: &mut Parked) -> usize {
+        p.take_woken().len()
+    }
+
+    #[test]
+    fn a_response_wakes_only_its_waiter() {
+        let mut p = Parked::default();
+        p.enter(WaitFor::Response(rpc(2)));
+        p.enter(WaitFor::Response(rpc(4)));
+        p.enter(WaitFor::Request);
+        p.enter(WaitFor::AnyResponse);
+        p.response_ready(rpc(2), true);
+        assert_eq!(woken(&mut p), 1);
+        // Nobody waits for 6 by id: the any-waiter takes it, once.
+        p.response_ready(rpc(6), false);
+        assert_eq!(woken(&mut p), 1);
+        p.response_ready(rpc(8), false);
+        assert_eq!(woken(&mut p), 0);
+        // A claimed RPC's outcome does not wake any-waiters.
+        p.enter(WaitFor::AnyResponse);
+        p.response_ready(rpc(10), true);
+        assert_eq!(woken(&mut p), 0);
+    }
+
+    #[test]
+    fn requests_wake_one_thread_each_oldest_first() {
+        let mut p = Parked::default();
+        let a = p.enter(WaitFor::Request);
+        let b = p.enter(WaitFor::Request);
+        p.request_ready();
+        assert_eq!(woken(&mut p), 1);
+        // The first left the queue when woken; leaving again is harmless.
+        p.leave(WaitFor::Request, a);
+        assert_eq!(p.requests.len(), 1);
+        assert_eq!(p.requests[0].0, b);
+        p.leave(WaitFor::Request, b);
+        p.request_ready();
+        assert_eq!(woken(&mut p), 0);
+    }
+
+    #[test]
+    fn leaving_forgets_the_entry() {
+        let mut p = Parked::default();
+        let t = p.enter(WaitFor::Response(rpc(2)));
+        p.leave(WaitFor::Response(rpc(2)), t);
+        assert!(p.by_rpc.is_empty());
+        let t = p.enter(WaitFor::AnyResponse);
+        p.leave(WaitFor::AnyResponse, t);
+        assert!(p.any_response.is_empty());
+    }
+
+    #[test]
+    fn a_free_reader_role_wakes_one_of_any_kind_and_closing_wakes_all() {
+        let mut p = Parked::default();
+        p.wake_one();
+        assert_eq!(woken(&mut p), 0);
+        p.enter(WaitFor::Response(rpc(2)));
+        p.wake_one();
+        assert_eq!(woken(&mut p), 1);
+        assert!(p.by_rpc.is_empty());
+        p.enter(WaitFor::Response(rpc(2)));
+        p.enter(WaitFor::Response(rpc(2)));
+        p.enter(WaitFor::AnyResponse);
+        p.enter(WaitFor::Request);
+        p.wake_all();
+        assert_eq!(woken(&mut p), 4);
+        p.wake_all();
+        assert_eq!(woken(&mut p), 0);
+    }
+
+    #[test]
+    fn an_aborted_rpc_wakes_its_waiters_and_the_any_waiters() {
+        let mut p = Parked::default();
+        p.enter(WaitFor::Response(rpc(2)));
+        p.enter(WaitFor::AnyResponse);
+        p.enter(WaitFor::AnyResponse);
+        p.enter(WaitFor::Request);
+        p.rpc_gone(rpc(2));
+        assert_eq!(woken(&mut p), 3);
+        assert_eq!(p.requests.len(), 1);
+    }
+}
