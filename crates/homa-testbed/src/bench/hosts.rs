@@ -124,7 +124,10 @@ impl HostsFile {
             }
             let host = parse_line(line).map_err(|e| anyhow!(":{n}: {e}"))?;
             if !seen.insert(host.node) {
-                bail!(":{n}: node address {} is already used by another host", host.node);
+                bail!(
+                    ":{n}: node address {} is already used by another host",
+                    host.node
+                );
             }
             hosts.push(host);
         }
@@ -151,9 +154,9 @@ fn parse_line(line: &str) -> Result<RemoteHost> {
     if destination.starts_with('-') || !destination.bytes().all(ok) {
         bail!("bad ssh destination {destination:?} (expected host or user@host)");
     }
-    let address = words
-        .next()
-        .ok_or_else(|| anyhow!("{destination}: the node's address is missing (DESTINATION ADDRESS [options])"))?;
+    let address = words.next().ok_or_else(|| {
+        anyhow!("{destination}: the node's address is missing (DESTINATION ADDRESS [options])")
+    })?;
     let ip: IpAddr = address
         .parse()
         .map_err(|_| anyhow!("{address:?} is not an IP address (the node's data-plane address)"))?;

@@ -294,14 +294,14 @@ fn run_on(
         cpus: cluster.cpus,
         kernel: cluster.kernel,
         real_hosts: cluster.real_hosts,
-        homa_config: homa_config_summary(args),
+        homa_config: homa_config_summary(args, backend.local()),
         workloads: results,
     };
     render(&result, &args.out, &args.name, true)?;
     store.remove()
 }
 
-fn homa_config_summary(args: &BenchArgs) -> String {
+fn homa_config_summary(args: &BenchArgs, testbed: bool) -> String {
     let rtt = match args.rtt_us {
         Some(us) => format!("RTTbytes = link rate × {us} µs"),
         None => format!("RTTbytes = link rate × ({SOFTWARE_RTT_US:.0} µs + 2 frame times)"),
@@ -310,8 +310,13 @@ fn homa_config_summary(args: &BenchArgs) -> String {
         "the runtime over UDP, one endpoint per host (client and server share it, so one pacer \
          sees all its traffic); {rtt}; the pacer keeps at most {} frame(s) in the NIC queue, \
          small packets bypass it but count; timer tick 10 round trips (≥ 1 ms); threads sleep \
-         instead of polling (all hosts share 2 cores); no segmentation offload",
-        args.nic_queue_packets
+         instead of polling ({}); no segmentation offload",
+        args.nic_queue_packets,
+        if testbed {
+            "all hosts share 2 cores"
+        } else {
+            "the testbed's setting, kept on real hosts; `--homa-set poll_us=N` to poll"
+        }
     );
     if !args.homa_set.is_empty() {
         s.push_str(&format!("; overrides: {}", args.homa_set.join(", ")));

@@ -142,10 +142,7 @@ impl<'a> RunCtx<'a> {
         a.max_size = MAX_SIZE;
         a.seed = 1 + host as u64;
         a.config = config.map(|c| self.backend.node_path(host, c));
-        a.out = Some(
-            self.backend
-                .node_path(host, &Self::report_name(tag, host)),
-        );
+        a.out = Some(self.backend.node_path(host, &Self::report_name(tag, host)));
         a
     }
 

@@ -178,7 +178,10 @@ impl SshHosts {
         let control = work.join("cm");
         let multiplexed = control.as_os_str().len() + 42 < 100 && fs::create_dir(&control).is_ok();
         if !multiplexed {
-            warn!("no ssh connection sharing: {} is too long", control.display());
+            warn!(
+                "no ssh connection sharing: {} is too long",
+                control.display()
+            );
         }
         let size_mb = fs::metadata(&exe).map_or(0.0, |m| m.len() as f64 / 1e6);
         eprintln!(
@@ -259,7 +262,10 @@ fn prepare(ssh: &Ssh, host: &RemoteHost, exe: &Path) -> Result<(String, usize, S
         bail!("{}: unexpected answer {out:?}", ssh.destination);
     };
     if !dir.starts_with(&host.dir) || dir.contains('\'') {
-        bail!("{}: unexpected temporary directory {dir:?}", ssh.destination);
+        bail!(
+            "{}: unexpected temporary directory {dir:?}",
+            ssh.destination
+        );
     }
     let cpus = cpus.parse().unwrap_or(0);
     let binary = fs::File::open(exe).with_context(|| format!("cannot read {}", exe.display()))?;
@@ -309,10 +315,13 @@ impl Backend for SshHosts {
 
     fn share(&self, local: &Path, name: &str) -> Result<()> {
         for r in &self.remotes {
-            let file =
-                fs::File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
+            let file = fs::File::open(local)
+                .with_context(|| format!("cannot read {}", local.display()))?;
             r.ssh
-                .run(&format!("cat > {}", quote(&format!("{}/{name}", r.dir))), Some(file))
+                .run(
+                    &format!("cat > {}", quote(&format!("{}/{name}", r.dir))),
+                    Some(file),
+                )
                 .with_context(|| format!("copying {name} to the hosts"))?;
         }
         Ok(())
@@ -342,7 +351,10 @@ impl Backend for SshHosts {
         let local = self.work.join(name);
         let text = r
             .ssh
-            .run(&format!("cat {}", quote(&format!("{}/{name}", r.dir))), None)
+            .run(
+                &format!("cat {}", quote(&format!("{}/{name}", r.dir))),
+                None,
+            )
             .with_context(|| format!("fetching {name} from host {host}"))?;
         fs::write(&local, text).with_context(|| format!("cannot write {}", local.display()))?;
         Ok(local)
