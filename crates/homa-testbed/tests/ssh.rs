@@ -125,9 +125,10 @@ fn start_sshds(spec: &TestbedSpec, dir: &Path) -> Sshds {
     sshds
 }
 
-/// The bench's temporary directories on the "hosts" (all this machine).
-fn remote_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = fs::read_dir("/tmp")
+/// The bench's temporary directories on the "hosts" (all this machine),
+/// under `base`.
+fn remote_dirs(base: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = fs::read_dir(base)
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .map(|e| e.path())
@@ -154,78 +155,136 @@ fn processes_mentioning(what: &str) -> Vec<String> {
         .collect()
 }
 
+/// Three namespace "hosts" with their sshd, a hosts file and keys; all
+/// removed when dropped, however the test ends.
+struct Rehearsal {
+    spec: TestbedSpec,
+    dir: PathBuf,
+    // Dropped in this order: the sshds, then the namespaces.
+    _sshds: Sshds,
+    _guard: Guard,
+}
+
+impl Rehearsal {
+    fn start(tag: &str) -> Rehearsal {
+        let prefix = format!("ss{tag}{}", std::process::id() % 100_000);
+        let dir = std::env::temp_dir().join(format!("homa-testbed-test-{prefix}"));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        // Fast links: the "network under test" carries the binary copies
+        // too; the bench is told 50 Mbit/s, so it offers a light load.
+        let spec = TestbedSpec {
+            prefix: prefix.clone(),
+            hosts: 3,
+            rate_mbit: 10_000,
+            mtu: 1500,
+            ..TestbedSpec::default()
+        };
+        let guard = Guard(prefix);
+        netns::up(&spec).expect("testbed up");
+        let sshds = start_sshds(&spec, &dir);
+        let ip = |h| spec.host_ip(h);
+        // The hosts share this machine's /tmp: each test's own directory.
+        let remote = dir.join("remote");
+        fs::create_dir_all(&remote).unwrap();
+        let r = remote.display();
+        fs::write(
+            dir.join("hosts"),
+            format!(
+                "# rehearsal: three namespaces of this machine\n\
+                 root@{} {} dir={r}\n\
+                 root@{} {} port=2222 dir={r}  # sshd on another port\n\
+                 root@{} {} node-port=4100 dir={r}\n",
+                ip(0),
+                ip(0),
+                ip(1),
+                ip(1),
+                ip(2),
+                ip(2)
+            ),
+        )
+        .unwrap();
+        Rehearsal {
+            spec,
+            dir,
+            _sshds: sshds,
+            _guard: guard,
+        }
+    }
+
+    /// `testbed bench-ssh` on the three hosts, run from host 0.
+    fn bench(&self, seconds: &str) -> Command {
+        let mut cmd = netns::command_in(
+            &self.spec.host_ns(0),
+            env!("CARGO_BIN_EXE_testbed"),
+            ["bench-ssh", "--hosts-file"],
+        );
+        cmd.arg(self.dir.join("hosts"))
+            .arg("--ssh-key")
+            .arg(self.dir.join("client_key"))
+            .arg("--ssh-option")
+            .arg(format!(
+                "UserKnownHostsFile={}",
+                self.dir.join("known_hosts").display()
+            ))
+            .args([
+                "--workloads",
+                "w3",
+                "--variants",
+                "homa,tcp",
+                "--rates",
+                "50",
+            ])
+            .args(["--seconds", seconds, "--warmup", "0.5"])
+            .args(["--unloaded-points", "5", "--unloaded-count", "3"])
+            .arg("--out")
+            .arg(self.dir.join("out"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+}
+
+impl Drop for Rehearsal {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Nothing left on the hosts: no directory, no node, no ssh connection.
+/// The bench removed the directories before it exited; the shells that
+/// wrapped killed nodes may take a moment more to go.
+fn assert_hosts_clean(r: &Rehearsal, bench_pid: u32) {
+    let remote = r.dir.join("remote");
+    assert_eq!(
+        remote_dirs(&remote),
+        [] as [PathBuf; 0],
+        "temporary directories left"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut left = processes_mentioning(&remote.display().to_string());
+        left.extend(processes_mentioning(&format!(
+            "homa-testbed-ssh-{bench_pid}"
+        )));
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "processes left: {left:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn bench_over_ssh_on_namespace_hosts() {
     if let Some(why) = ssh_skip_reason() {
         eprintln!("SKIP bench_over_ssh_on_namespace_hosts: {why}");
         return;
     }
-    let prefix = format!("ssh{}", std::process::id() % 100_000);
-    let dir = std::env::temp_dir().join(format!("homa-testbed-test-{prefix}"));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    // Fast links: the "network under test" carries the binary copies too;
-    // the bench is told 50 Mbit/s, so it offers a light load.
-    let spec = TestbedSpec {
-        prefix: prefix.clone(),
-        hosts: 3,
-        rate_mbit: 10_000,
-        mtu: 1500,
-        ..TestbedSpec::default()
-    };
-    let _guard = Guard(prefix.clone());
-    netns::up(&spec).expect("testbed up");
-    let sshds = start_sshds(&spec, &dir);
-    let before = remote_dirs();
-
-    let ip = |h| spec.host_ip(h);
-    let hosts = dir.join("hosts");
-    fs::write(
-        &hosts,
-        format!(
-            "# rehearsal: three namespaces of this machine\n\
-             root@{} {}\n\
-             root@{} {} port=2222   # sshd on another port\n\
-             root@{} {} node-port=4100\n",
-            ip(0),
-            ip(0),
-            ip(1),
-            ip(1),
-            ip(2),
-            ip(2)
-        ),
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let mut cmd = netns::command_in(
-        &spec.host_ns(0),
-        env!("CARGO_BIN_EXE_testbed"),
-        ["bench-ssh", "--hosts-file"],
-    );
-    cmd.arg(&hosts)
-        .arg("--ssh-key")
-        .arg(dir.join("client_key"))
-        .arg("--ssh-option")
-        .arg(format!(
-            "UserKnownHostsFile={}",
-            dir.join("known_hosts").display()
-        ))
-        .args([
-            "--workloads",
-            "w3",
-            "--variants",
-            "homa,tcp",
-            "--rates",
-            "50",
-        ])
-        .args(["--seconds", "2", "--warmup", "0.5"])
-        .args(["--unloaded-points", "5", "--unloaded-count", "3"])
-        .arg("--out")
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().expect("run testbed bench-ssh");
+    let r = Rehearsal::start("b");
+    let ip = |h| r.spec.host_ip(h);
+    let child = r.bench("2").spawn().expect("run testbed bench-ssh");
     let bench_pid = child.id();
     let output = child.wait_with_output().expect("wait for the bench");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -235,6 +294,7 @@ fn bench_over_ssh_on_namespace_hosts() {
     assert!(stderr.contains("[3/3] w3: TCP at 80% load"), "{stderr}");
 
     // The report is named `cluster` by default on real hosts.
+    let out = r.dir.join("out");
     let json: serde_json::Value = serde_json::from_str(
         &fs::read_to_string(out.join("cluster/results.json")).expect("results.json"),
     )
@@ -271,15 +331,46 @@ fn bench_over_ssh_on_namespace_hosts() {
         "{md}"
     );
     assert!(!out.join("cluster.partial").exists());
+    assert_hosts_clean(&r, bench_pid);
+}
 
-    // Nothing left on the hosts: no directory, no node, no ssh connection.
-    assert_eq!(remote_dirs(), before, "temporary directories left");
-    let left = processes_mentioning("homa-rs-bench-");
-    assert!(left.is_empty(), "remote processes left: {left:?}");
-    let masters = processes_mentioning(&format!("homa-testbed-ssh-{bench_pid}"));
-    assert!(masters.is_empty(), "ssh connections left: {masters:?}");
-    drop(sshds);
-    let _ = fs::remove_dir_all(&dir);
+/// Ctrl-C in the middle of a loaded run: the remote nodes are killed and
+/// the hosts cleaned up, and the finished runs are kept for a resume.
+#[test]
+fn interrupted_bench_over_ssh_leaves_nothing_on_the_hosts() {
+    if let Some(why) = ssh_skip_reason() {
+        eprintln!("SKIP interrupted_bench_over_ssh_leaves_nothing_on_the_hosts: {why}");
+        return;
+    }
+    let r = Rehearsal::start("i");
+    let mut child = r.bench("600").spawn().expect("run testbed bench-ssh");
+    let bench_pid = child.id();
+    // Wait until the loaded Homa run's nodes run on all three hosts.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let homa_nodes = || {
+        processes_mentioning("-homa-h")
+            .iter()
+            .filter(|l| l.split_whitespace().nth(1) == Some("./testbed"))
+            .count()
+    };
+    while homa_nodes() < 3 {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the bench ended early: {status}");
+        }
+        assert!(Instant::now() < deadline, "the loaded run did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid = libc::pid_t::try_from(bench_pid).unwrap();
+    // SAFETY: a plain syscall on the child this test started.
+    unsafe {
+        libc::kill(pid, libc::SIGINT);
+    }
+    let output = child.wait_with_output().expect("wait for the bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(r.dir.join("out/cluster.partial").is_dir(), "{stderr}");
+    assert_hosts_clean(&r, bench_pid);
 }
 
 /// Bad input is refused before any host is contacted, in one line.

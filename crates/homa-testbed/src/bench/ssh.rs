@@ -22,6 +22,7 @@ use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use tracing::{debug, warn};
 
 /// How ssh reaches one host: its options and destination.
@@ -118,15 +119,23 @@ struct Remote {
 
 /// What removes the bench from the hosts: kills nodes still running,
 /// removes the directories (unless kept), closes the shared connections.
+/// Runs once: the end of the bench and the Ctrl-C handler may both ask,
+/// at the same time, and the second waits for the first to finish.
 #[derive(Clone)]
 struct Teardown {
     hosts: Vec<(Ssh, String)>,
     keep: bool,
     multiplexed: bool,
+    done: Arc<Mutex<bool>>,
 }
 
 impl Teardown {
     fn run(&self) {
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        if *done {
+            return;
+        }
+        *done = true;
         std::thread::scope(|s| {
             for (ssh, dir) in &self.hosts {
                 s.spawn(move || {
@@ -229,6 +238,7 @@ impl SshHosts {
                 .collect(),
             keep: args.keep_remote,
             multiplexed,
+            done: Arc::new(Mutex::new(false)),
         };
         let hook = teardown.clone();
         cleanup::add_hook(move || hook.run());
