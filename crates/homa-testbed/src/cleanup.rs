@@ -1,5 +1,7 @@
 //! Leaving nothing behind: on SIGINT, SIGTERM or SIGHUP, kill the child
-//! processes this program started, tear the testbed down and exit.
+//! processes this program started, run the registered clean-up hooks
+//! (e.g. removing the bench's directories on remote hosts), tear the
+//! testbed down and exit.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +16,10 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 
 static CHILDREN: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 static PREFIX: Mutex<Option<String>> = Mutex::new(None);
+/// A clean-up action run by the signal handler.
+type Hook = Box<dyn Fn() + Send>;
+
+static HOOKS: Mutex<Vec<Hook>> = Mutex::new(Vec::new());
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -34,6 +40,12 @@ fn prefix() -> MutexGuard<'static, Option<String>> {
 /// changes the prefix to tear down.
 pub fn install(prefix: &str) {
     *self::prefix() = Some(prefix.to_string());
+    install_handler();
+}
+
+/// Installs the handler without a testbed to tear down (a bench on real
+/// hosts): it kills the registered children, runs the hooks and exits.
+pub fn install_handler() {
     if INSTALLED.swap(true, Ordering::SeqCst) {
         return;
     }
@@ -70,6 +82,15 @@ pub fn unregister_child(pid: u32) {
     children().remove(&pid);
 }
 
+/// Adds an action for the signal handler to run after killing the
+/// children (in the order added); it must not block for long.
+pub fn add_hook(hook: impl Fn() + Send + 'static) {
+    HOOKS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Box::new(hook));
+}
+
 fn on_signal() {
     INTERRUPTED.store(true, Ordering::SeqCst);
     let pids: Vec<u32> = children().iter().copied().collect();
@@ -83,6 +104,9 @@ fn on_signal() {
                 }
             }
         }
+    }
+    for hook in HOOKS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        hook();
     }
     let prefix = self::prefix().clone();
     match prefix {

@@ -9,7 +9,7 @@ use homa_perf::cluster::{self, ClusterArgs};
 use tracing::{info, warn, Level};
 
 use homa_measure::cli;
-use homa_testbed::bench::{self, BenchArgs};
+use homa_testbed::bench::{self, BenchArgs, SshArgs};
 use homa_testbed::cleanup;
 use homa_testbed::netns::{self, TestbedSpec};
 use homa_testbed::sird::{self, Experiment, SirdArgs};
@@ -47,6 +47,17 @@ enum Cmd {
     Bench {
         #[command(flatten)]
         topology: BenchTopology,
+        #[command(flatten)]
+        args: Box<BenchArgs>,
+    },
+    /// Run the same bench on real hosts over ssh (docs/cluster.md): copies
+    /// this binary to each host of --hosts-file, runs the nodes there and
+    /// writes the same report, without switch counters. Needs no root;
+    /// --rates (the hosts' link rate) is required, MTUs default to 1500
+    /// and the report's --name to `cluster`.
+    BenchSsh {
+        #[command(flatten)]
+        ssh: SshArgs,
         #[command(flatten)]
         args: Box<BenchArgs>,
     },
@@ -238,6 +249,7 @@ fn validate(cmd: &Cmd) -> Result<()> {
             spec.validate()?;
             bench::check(args, &spec).map(|_| ())
         }
+        Cmd::BenchSsh { ssh, args } => bench::check_ssh(args, ssh).map(|_| ()),
         Cmd::Report { from, out, name } => {
             if !from.is_file() {
                 bail!("--from {}: no such results file", from.display());
@@ -273,6 +285,7 @@ fn run(cli: Cli) -> Result<()> {
     let needs_root = !matches!(
         cli.command,
         Cmd::Node(_)
+            | Cmd::BenchSsh { .. }
             | Cmd::SirdNode(_)
             | Cmd::SirdSniff(_)
             | Cmd::Report { .. }
@@ -329,6 +342,11 @@ fn run(cli: Cli) -> Result<()> {
             }
             result
         }
+        Cmd::BenchSsh { ssh, args } => {
+            // Ctrl-C kills the nodes and cleans the hosts up (a hook).
+            cleanup::install_handler();
+            bench::run_ssh(&args, &ssh)
+        }
         Cmd::Report { from, out, name } => bench::rerender(&from, &out, &name),
         Cmd::Sird { command } => {
             let (experiment, run) = match command {
@@ -376,7 +394,10 @@ fn run(cli: Cli) -> Result<()> {
 
 fn main() -> ExitCode {
     cli::exit_quietly_on_broken_pipe();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if let Cmd::BenchSsh { args, .. } = &mut cli.command {
+        bench::real_host_defaults(args);
+    }
     init_tracing(cli.verbose);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -130,18 +130,13 @@ impl TestbedSpec {
         if !(2..=MAX_HOSTS).contains(&self.hosts) {
             bail!("hosts must be 2..={MAX_HOSTS}, not {}", self.hosts);
         }
-        if !(1..=100_000).contains(&self.rate_mbit) {
-            bail!("rate must be 1..=100000 Mbit/s, not {}", self.rate_mbit);
-        }
+        validate_link(self.rate_mbit, self.mtu)?;
         if self.switch_levels != 1 && self.switch_levels != crate::tc::PRIORITIES {
             bail!(
                 "a switch port has 1 or {} queues, not {}",
                 crate::tc::PRIORITIES,
                 self.switch_levels
             );
-        }
-        if !(576..=65_000).contains(&self.mtu) {
-            bail!("mtu must be 576..=65000, not {}", self.mtu);
         }
         // bfifo limits are 32-bit in the kernel.
         let mtu = u64::from(self.mtu);
@@ -160,6 +155,18 @@ impl TestbedSpec {
         }
         Ok(())
     }
+}
+
+/// Checks a link's rate (Mbit/s) and MTU (bytes) against what the bench
+/// supports, on the testbed or on real hosts.
+pub fn validate_link(rate_mbit: u64, mtu: u32) -> Result<()> {
+    if !(1..=100_000).contains(&rate_mbit) {
+        bail!("rate must be 1..=100000 Mbit/s, not {rate_mbit}");
+    }
+    if !(576..=65_000).contains(&mtu) {
+        bail!("mtu must be 576..=65000, not {mtu}");
+    }
+    Ok(())
 }
 
 /// Checks that `prefix` is `[a-z0-9]{1,10}`, which keeps namespace names

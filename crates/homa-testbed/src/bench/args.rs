@@ -2,7 +2,7 @@
 //! testbed is built.
 
 use super::link::{apply_overrides, auto_rtt_ns, link_config, DEFAULT_LINKS};
-use crate::netns::TestbedSpec;
+use crate::netns::{self, TestbedSpec};
 use crate::report::Variant;
 use anyhow::{anyhow, bail, Result};
 use homa_measure::cli;
@@ -87,9 +87,10 @@ pub struct BenchArgs {
 
 impl BenchArgs {
     /// Checks every option, the link and the Homa configuration of each
-    /// workload on `spec`'s topology, and the output directory, before
-    /// anything runs; returns the variants to run.
-    pub fn validate(&self, spec: &TestbedSpec) -> Result<Vec<Variant>> {
+    /// workload on `spec`'s topology (or on real hosts, given `None`), and
+    /// the output directory, before anything runs; returns the variants to
+    /// run.
+    pub fn validate(&self, spec: Option<&TestbedSpec>) -> Result<Vec<Variant>> {
         cli::check_in(
             "--load",
             self.load,
@@ -147,13 +148,16 @@ impl BenchArgs {
         // build them.
         for w in &self.workloads {
             let (rate, mtu) = self.link_for(w);
-            let spec = TestbedSpec {
-                rate_mbit: rate,
-                mtu,
-                ..spec.clone()
-            };
-            spec.validate()
-                .map_err(|e| anyhow!("workload {w}: {e:#} (see --rates, --mtus)"))?;
+            match spec {
+                Some(spec) => TestbedSpec {
+                    rate_mbit: rate,
+                    mtu,
+                    ..spec.clone()
+                }
+                .validate(),
+                None => netns::validate_link(rate, mtu),
+            }
+            .map_err(|e| anyhow!("workload {w}: {e:#} (see --rates, --mtus)"))?;
             let rtt_ns = self.rtt_ns(rate, mtu);
             for priorities in [8, 1] {
                 let mut config = link_config(rate, mtu, rtt_ns, self.nic_queue_packets);

@@ -11,18 +11,25 @@
 //! - [`link`]: each workload's link and the Homa configuration for it;
 //! - `run`: one workload's runs; `nodes`: the node processes;
 //!   `counters`: switch and Homa counters;
+//! - `backend`: where the nodes run, the namespace testbed or, with
+//!   `testbed bench-ssh`, real hosts over ssh ([`hosts`]: the hosts file,
+//!   `ssh`: the backend, see `docs/cluster.md`);
 //! - [`store`]: finished runs kept on disk as they finish, so that an
 //!   interrupted bench resumes; progress and the time left go to stderr
 //!   ([`homa_measure::progress`]).
 
 pub mod args;
+mod backend;
 mod counters;
+pub mod hosts;
 pub mod link;
 mod nodes;
 mod run;
+mod ssh;
 pub mod store;
 
 pub use args::BenchArgs;
+pub use hosts::{HostsFile, SshArgs};
 pub use link::{
     apply_overrides, auto_rtt_ns, link_config, offered_gbps, wire_factor, DEFAULT_LINKS, MAX_SIZE,
     PACKET_OVERHEAD, SOFTWARE_RTT_US,
@@ -30,9 +37,10 @@ pub use link::{
 pub(crate) use nodes::{proc_stat, spawn_node, wait_all, Node};
 
 use crate::analysis::Baseline;
-use crate::netns::{self, TestbedSpec};
+use crate::netns::TestbedSpec;
 use crate::report::{BenchResult, Variant, VariantRun};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use backend::{Backend, Namespaces};
 use homa_measure::progress::Progress;
 use homa_perf::SizeDist;
 use run::RunCtx;
@@ -56,9 +64,37 @@ const BACKLOG_INTERVAL: Duration = Duration::from_millis(250);
 /// output directory, and that no finished report would be replaced (or
 /// runs of another bench mixed in) without `--force`.
 pub fn check(args: &BenchArgs, spec: &TestbedSpec) -> Result<Vec<Variant>> {
-    let variants = args.validate(spec)?;
+    let variants = args.validate(Some(spec))?;
     store::check(args, &Settings::of(args, spec))?;
     Ok(variants)
+}
+
+/// The defaults of `testbed bench-ssh` where they differ from the
+/// testbed's: 1500-byte MTUs unless `--mtus` says otherwise, and the
+/// report named `cluster` rather than `testbed` (the testbed's).
+pub fn real_host_defaults(args: &mut BenchArgs) {
+    if args.mtus.is_empty() {
+        args.mtus = vec!["1500".into()];
+    }
+    if args.name == "testbed" {
+        args.name = "cluster".into();
+    }
+}
+
+/// Checks everything `testbed bench-ssh` can check before it connects to
+/// a host: the options, the hosts file, each workload's link and Homa
+/// configuration, and the output directory (as [`check`]).
+pub fn check_ssh(args: &BenchArgs, ssh: &SshArgs) -> Result<(Vec<Variant>, HostsFile)> {
+    if args.rates.is_empty() {
+        bail!(
+            "--rates is required on real hosts: their link rate in Mbit/s (e.g. --rates 10000); \
+             the bench cannot measure or set it"
+        );
+    }
+    let hosts = ssh.validate()?;
+    let variants = args.validate(None)?;
+    store::check(args, &Settings::of_hosts(args, hosts.keys()))?;
+    Ok((variants, hosts))
 }
 
 /// A unit of the bench: a workload's idle round-trip times or one
@@ -105,8 +141,28 @@ struct Plan {
 /// with the same options are not run again.
 pub fn run(args: &BenchArgs, spec: &TestbedSpec) -> Result<()> {
     let variants = check(args, spec)?;
-    let settings = Settings::of(args, spec);
-    let (store, kept) = Store::open(args, &settings)?;
+    let mut backend = Namespaces::new(spec)?;
+    run_on(args, &variants, &mut backend, &Settings::of(args, spec))
+}
+
+/// Runs the bench on the real hosts of `ssh`'s hosts file and writes the
+/// report, as [`run`] does on the testbed: the same runs, results and
+/// report, without the switch's counters. Copies this binary to each
+/// host, runs the nodes there over ssh and removes it all afterwards.
+pub fn run_ssh(args: &BenchArgs, ssh: &SshArgs) -> Result<()> {
+    let (variants, hosts) = check_ssh(args, ssh)?;
+    let settings = Settings::of_hosts(args, hosts.keys());
+    let mut backend = ssh::SshHosts::connect(ssh, hosts)?;
+    run_on(args, &variants, &mut backend, &settings)
+}
+
+fn run_on(
+    args: &BenchArgs,
+    variants: &[Variant],
+    backend: &mut dyn Backend,
+    settings: &Settings,
+) -> Result<()> {
+    let (store, kept) = Store::open(args, settings)?;
     if kept > 0 {
         eprintln!(
             "testbed: resuming: {kept} finished runs kept in {} (delete it, or pass --force \
@@ -114,11 +170,6 @@ pub fn run(args: &BenchArgs, spec: &TestbedSpec) -> Result<()> {
             store.dir().display()
         );
     }
-    let exe = std::env::current_exe().context("cannot find the testbed executable")?;
-    let work = std::env::temp_dir().join(format!("homa-testbed-{}", spec.prefix));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
-
     let mut plans = Vec::new();
     for name in &args.workloads {
         let workload = SizeDist::by_name(name)?;
@@ -166,7 +217,6 @@ pub fn run(args: &BenchArgs, spec: &TestbedSpec) -> Result<()> {
         }
     }
 
-    let mut spec = spec.clone();
     let mut done = 0.0;
     let mut results = Vec::new();
     for plan in plans {
@@ -179,28 +229,10 @@ pub fn run(args: &BenchArgs, spec: &TestbedSpec) -> Result<()> {
         } = plan;
         let rtt_ns = args.rtt_ns(key.rate_mbit, key.mtu);
         let complete = baseline.is_some() && runs.iter().all(|(_, r)| r.is_some());
-        if !complete
-            && (key.rate_mbit != spec.rate_mbit
-                || key.mtu != spec.mtu
-                || !netns::exists(&spec.prefix))
-        {
-            spec.rate_mbit = key.rate_mbit;
-            spec.mtu = key.mtu;
-            spec.validate()?;
-            progress.println(&format!(
-                "testbed: links at {} Mbit/s, MTU {} B for {name}",
-                key.rate_mbit, key.mtu
-            ));
-            progress.suspend(|| netns::up(&spec))?;
+        if !complete {
+            backend.prepare_link(&name, key.rate_mbit, key.mtu, &progress)?;
         }
-        let ctx = RunCtx {
-            args,
-            spec: &spec,
-            exe: &exe,
-            work: &work,
-            workload_name: &name,
-            rtt_ns,
-        };
+        let ctx = RunCtx::new(args, &*backend, &key)?;
         let homa8 = if complete {
             None
         } else {
@@ -230,7 +262,7 @@ pub fn run(args: &BenchArgs, spec: &TestbedSpec) -> Result<()> {
                         Variant::Homa1Prio => Some(ctx.homa_config(1)?),
                         Variant::Tcp => None,
                     };
-                    let r = ctx.loaded(v, config, &workload, &baseline, &bounds)?;
+                    let r = ctx.loaded(v, config.as_deref(), &workload, &baseline, &bounds)?;
                     store.save_run(&key, &r)?;
                     done += nominal_seconds(args, Unit::Loaded(v), &workload, &key);
                     progress.job_done(
@@ -250,26 +282,26 @@ pub fn run(args: &BenchArgs, spec: &TestbedSpec) -> Result<()> {
         ));
     }
     progress.finish();
+    let cluster = backend.describe();
     let result = BenchResult {
         command: command_line(),
-        hosts: spec.hosts,
-        buffer_bytes: spec.buffer_bytes,
-        host_queue_bytes: spec.host_queue_bytes,
+        hosts: backend.hosts(),
+        buffer_bytes: cluster.buffer_bytes,
+        host_queue_bytes: cluster.host_queue_bytes,
         load: args.load,
         seconds: args.seconds,
         tcp_connections: args.tcp_connections,
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default(),
-        homa_config: homa_config_summary(args),
+        cpus: cluster.cpus,
+        kernel: cluster.kernel,
+        real_hosts: cluster.real_hosts,
+        homa_config: homa_config_summary(args, backend.local()),
         workloads: results,
     };
     render(&result, &args.out, &args.name, true)?;
     store.remove()
 }
 
-fn homa_config_summary(args: &BenchArgs) -> String {
+fn homa_config_summary(args: &BenchArgs, testbed: bool) -> String {
     let rtt = match args.rtt_us {
         Some(us) => format!("RTTbytes = link rate × {us} µs"),
         None => format!("RTTbytes = link rate × ({SOFTWARE_RTT_US:.0} µs + 2 frame times)"),
@@ -278,8 +310,13 @@ fn homa_config_summary(args: &BenchArgs) -> String {
         "the runtime over UDP, one endpoint per host (client and server share it, so one pacer \
          sees all its traffic); {rtt}; the pacer keeps at most {} frame(s) in the NIC queue, \
          small packets bypass it but count; timer tick 10 round trips (≥ 1 ms); threads sleep \
-         instead of polling (all hosts share 2 cores); no segmentation offload",
-        args.nic_queue_packets
+         instead of polling ({}); no segmentation offload",
+        args.nic_queue_packets,
+        if testbed {
+            "all hosts share 2 cores"
+        } else {
+            "the testbed's setting, kept on real hosts; `--homa-set poll_us=N` to poll"
+        }
     );
     if !args.homa_set.is_empty() {
         s.push_str(&format!("; overrides: {}", args.homa_set.join(", ")));

@@ -7,7 +7,7 @@ use anyhow::{anyhow, Context, Result};
 use homa_perf::cluster::NodeReport;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Starts `exe SUBCOMMAND ARGS` in host `host`'s namespace of `spec`, its
@@ -21,23 +21,42 @@ pub(crate) fn spawn_node(
     args: Vec<String>,
     tag: &str,
 ) -> Result<Node> {
-    let log_path = work.join(format!("{tag}-h{host}.log"));
-    let log = fs::File::create(&log_path)?;
     let mut argv = vec![subcommand.to_string()];
     argv.extend(args);
-    let mut cmd = netns::command_in(&spec.host_ns(host), exe.as_os_str(), &argv);
-    cmd.stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .env("RUST_BACKTRACE", "0");
-    let child = cmd
+    let cmd = netns::command_in(&spec.host_ns(host), exe.as_os_str(), &argv);
+    start_node(cmd, host, work.join(format!("{tag}-h{host}.log")), false)
+}
+
+/// Starts `cmd` as host `host`'s node, its output (without panic
+/// backtraces) going to `log_path`. With `keep_stdin`, its stdin is a pipe
+/// the [`Node`] holds open until it is dropped (an ssh session's remote
+/// side stops the node when it closes); otherwise `/dev/null`.
+pub(crate) fn start_node(
+    mut cmd: Command,
+    host: usize,
+    log_path: PathBuf,
+    keep_stdin: bool,
+) -> Result<Node> {
+    let log = fs::File::create(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    cmd.stdin(if keep_stdin {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(log.try_clone()?)
+    .stderr(log)
+    .env("RUST_BACKTRACE", "0");
+    let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot start the node on host {host}"))?;
     cleanup::register_child(child.id());
+    let stdin = child.stdin.take();
     Ok(Node {
         child,
         host,
         log: log_path,
+        _stdin: stdin,
     })
 }
 
@@ -46,6 +65,18 @@ pub(crate) struct Node {
     pub(crate) child: Child,
     pub(crate) host: usize,
     pub(crate) log: PathBuf,
+    /// The write end of the node's stdin, if [`start_node`] kept one:
+    /// never written, held so that dropping the node closes it.
+    pub(crate) _stdin: Option<ChildStdin>,
+}
+
+impl Node {
+    /// Kills the node (if still running) and waits for it.
+    pub(crate) fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        cleanup::unregister_child(self.child.id());
+    }
 }
 
 /// Waits for every node to exit successfully; kills all of them if one
@@ -86,10 +117,8 @@ pub(crate) fn wait_all(mut nodes: Vec<Node>, limit: Duration) -> Result<()> {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    for mut n in nodes {
-        let _ = n.child.kill();
-        let _ = n.child.wait();
-        cleanup::unregister_child(n.child.id());
+    for n in nodes {
+        n.stop();
     }
     failure.map_or(Ok(()), Err)
 }

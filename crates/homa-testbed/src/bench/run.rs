@@ -1,32 +1,31 @@
 //! One workload's runs: the idle round-trip times, then each variant
 //! under load.
 
-use super::counters::{homa_counters, priority_totals};
+use super::backend::Backend;
+use super::counters::homa_counters;
 use super::link::{apply_overrides, link_config, offered_gbps, wire_factor, MAX_SIZE};
-use super::nodes::{read_report, spawn_node, wait_all, CpuWindow, Node};
+use super::nodes::{read_report, wait_all, CpuWindow, Node};
 use super::store::UnitKey;
-use super::{BenchArgs, BACKLOG_INTERVAL, DRAIN_S, SERVER_PORT};
+use super::{BenchArgs, DRAIN_S};
 use crate::analysis::{self, Baseline};
-use crate::cleanup;
-use crate::netns::TestbedSpec;
 use crate::report::{Variant, VariantRun, WorkloadResult};
-use crate::tc::{self, BacklogSampler};
 use anyhow::{bail, Context, Result};
 use homa_perf::cluster::{ClusterArgs, NodeReport};
 use homa_perf::{Protocol, SizeDist};
 use std::fs;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// What every run of one workload shares.
 pub(super) struct RunCtx<'a> {
     pub(super) args: &'a BenchArgs,
-    pub(super) spec: &'a TestbedSpec,
-    pub(super) exe: &'a Path,
-    pub(super) work: &'a Path,
-    pub(super) workload_name: &'a str,
+    pub(super) backend: &'a dyn Backend,
+    pub(super) key: &'a UnitKey,
     pub(super) rtt_ns: u64,
+    /// The workload as the nodes name it: its name, or the path of its
+    /// CSV file as they see it.
+    pub(super) workload_arg: String,
 }
 
 /// A workload's results from its idle round-trip times and its runs, with
@@ -65,91 +64,144 @@ pub(super) fn workload_result(
     }
 }
 
-impl RunCtx<'_> {
+impl<'a> RunCtx<'a> {
+    /// The context of `key`'s runs on `backend`: shares the workload's
+    /// CSV file (if it is one) with nodes that do not run here.
+    pub(super) fn new(
+        args: &'a BenchArgs,
+        backend: &'a dyn Backend,
+        key: &'a UnitKey,
+    ) -> Result<RunCtx<'a>> {
+        let mut workload_arg = key.workload.clone();
+        let file = Path::new(&key.workload);
+        if !backend.local() && file.is_file() {
+            backend.share(file, "workload.csv")?;
+            // Every host's copy has the same name in its own directory;
+            // the node argument is per host (see `node_args`).
+            workload_arg = "workload.csv".into();
+        }
+        Ok(RunCtx {
+            args,
+            backend,
+            key,
+            rtt_ns: args.rtt_ns(key.rate_mbit, key.mtu),
+            workload_arg,
+        })
+    }
+
+    fn hosts(&self) -> usize {
+        self.backend.hosts()
+    }
+
     fn addr(&self, host: usize) -> SocketAddr {
-        SocketAddr::new(self.spec.host_ip(host).into(), SERVER_PORT)
+        self.backend.node_addr(host)
     }
 
     fn peers(&self) -> Vec<SocketAddr> {
-        (0..self.spec.hosts).map(|h| self.addr(h)).collect()
+        (0..self.hosts()).map(|h| self.addr(h)).collect()
     }
 
-    /// Writes the Homa runtime configuration for this link and returns its path.
-    pub(super) fn homa_config(&self, priorities: u8) -> Result<PathBuf> {
+    /// Writes the Homa runtime configuration for this link, shares it with
+    /// the nodes and returns its file name.
+    pub(super) fn homa_config(&self, priorities: u8) -> Result<String> {
         let mut config = link_config(
-            self.spec.rate_mbit,
-            self.spec.mtu,
+            self.key.rate_mbit,
+            self.key.mtu,
             self.rtt_ns,
             self.args.nic_queue_packets,
         );
         config.core.num_priorities = priorities;
         let config = apply_overrides(&config, &self.args.homa_set)?;
-        let path = self.work.join(format!("homa-{priorities}prio.toml"));
+        let name = format!("homa-{priorities}prio.toml");
+        let path = self.backend.work().join(&name);
         let text = toml::to_string(&config).context("cannot write the Homa configuration")?;
         fs::write(&path, text)?;
-        Ok(path)
+        self.backend.share(&path, &name)?;
+        Ok(name)
     }
 
-    fn node_args(&self, host: usize, protocol: Protocol, tag: &str) -> ClusterArgs {
+    /// The report file of host `host`'s node in the run `tag`.
+    fn report_name(tag: &str, host: usize) -> String {
+        format!("{tag}-h{host}.json")
+    }
+
+    fn node_args(
+        &self,
+        host: usize,
+        protocol: Protocol,
+        config: Option<&str>,
+        tag: &str,
+    ) -> ClusterArgs {
         let mut a = ClusterArgs::new(self.addr(host), self.peers(), protocol);
-        a.workload = Some(self.workload_name.to_string());
+        a.workload = Some(if self.workload_arg == self.key.workload {
+            self.workload_arg.clone()
+        } else {
+            let path = self.backend.node_path(host, &self.workload_arg);
+            path.to_string_lossy().into_owned()
+        });
         a.max_size = MAX_SIZE;
         a.seed = 1 + host as u64;
-        a.out = Some(self.work.join(format!("{tag}-h{host}.json")));
+        a.config = config.map(|c| self.backend.node_path(host, c));
+        a.out = Some(self.backend.node_path(host, &Self::report_name(tag, host)));
         a
     }
 
+    /// Reads host `host`'s report of the run `tag`.
+    fn report(&self, tag: &str, host: usize) -> Result<NodeReport> {
+        let path = self.backend.fetch(host, &Self::report_name(tag, host))?;
+        read_report(Some(&path))
+    }
+
     /// Host 0 probes every size one RPC at a time; the others serve.
-    pub(super) fn unloaded(&self, config: &Path) -> Result<Baseline> {
-        let tag = format!("{}-unloaded", self.workload_name);
+    pub(super) fn unloaded(&self, config: &str) -> Result<Baseline> {
+        let tag = format!("{}-unloaded", file_tag(&self.key.workload));
         let mut servers = Vec::new();
-        for h in 1..self.spec.hosts {
-            let mut a = self.node_args(h, Protocol::Homa, &tag);
-            a.config = Some(config.to_path_buf());
+        for h in 1..self.hosts() {
+            let mut a = self.node_args(h, Protocol::Homa, Some(config), &tag);
             a.server_only = true;
             // Stopped by the bench once the probe is done.
             a.seconds = 24.0 * 3600.0;
             servers.push(self.spawn(h, &a, &tag)?);
         }
-        let mut a = self.node_args(0, Protocol::Homa, &tag);
-        a.config = Some(config.to_path_buf());
+        let mut a = self.node_args(0, Protocol::Homa, Some(config), &tag);
         a.unloaded = true;
         a.unloaded_points = self.args.unloaded_points;
         a.unloaded_count = self.args.unloaded_count as u64;
-        a.peers = (1..self.spec.hosts).map(|h| self.addr(h)).collect();
+        a.peers = (1..self.hosts()).map(|h| self.addr(h)).collect();
         a.peers.push(self.addr(0));
-        let prober = self.spawn(0, &a, &tag)?;
+        let prober = match self.spawn(0, &a, &tag) {
+            Ok(p) => p,
+            Err(e) => {
+                servers.into_iter().for_each(Node::stop);
+                return Err(e);
+            }
+        };
         let limit = Duration::from_secs(300);
         let outcome = wait_all(vec![prober], limit);
-        for mut s in servers {
-            let _ = s.child.kill();
-            let _ = s.child.wait();
-            cleanup::unregister_child(s.child.id());
-        }
+        servers.into_iter().for_each(Node::stop);
         outcome?;
-        let report = read_report(a.out.as_deref())?;
+        let report = self.report(&tag, 0)?;
         Baseline::new(report.unloaded.iter().map(|p| (p.size, p.min_ns)).collect())
     }
 
     pub(super) fn loaded(
         &self,
         variant: Variant,
-        config: Option<PathBuf>,
+        config: Option<&str>,
         workload: &SizeDist,
         baseline: &Baseline,
         bounds: &[u64],
     ) -> Result<VariantRun> {
-        let tag = format!("{}-{}", self.workload_name, variant.name());
+        let tag = format!("{}-{}", file_tag(&self.key.workload), variant.name());
         let protocol = if variant == Variant::Tcp {
             Protocol::Tcp
         } else {
             Protocol::Homa
         };
-        let gbps = offered_gbps(self.args.load, self.spec.rate_mbit, self.spec.mtu, workload);
+        let gbps = offered_gbps(self.args.load, self.key.rate_mbit, self.key.mtu, workload);
         let mut argsets = Vec::new();
-        for h in 0..self.spec.hosts {
-            let mut a = self.node_args(h, protocol, &tag);
-            a.config = config.clone();
+        for h in 0..self.hosts() {
+            let mut a = self.node_args(h, protocol, config, &tag);
             a.gbps = gbps;
             a.seconds = self.args.seconds;
             a.warmup = self.args.warmup;
@@ -161,28 +213,53 @@ impl RunCtx<'_> {
             a.drain = DRAIN_S;
             argsets.push(a);
         }
-        let before = tc::switch_port_stats(self.spec)?;
-        let sampler = BacklogSampler::start(self.spec, BACKLOG_INTERVAL);
+        let switch = self.backend.watch_switch()?;
         let started = Instant::now();
         let mut nodes = Vec::new();
         for (h, a) in argsets.iter().enumerate() {
-            nodes.push(self.spawn(h, a, &tag)?);
+            match self.spawn(h, a, &tag) {
+                Ok(n) => nodes.push(n),
+                Err(e) => {
+                    nodes.into_iter().for_each(Node::stop);
+                    return Err(e);
+                }
+            }
         }
         // Machine-wide CPU over the measured window (after the nodes found
-        // each other and warmed up; a second is ample for the former).
+        // each other and warmed up; a second is ample for the former), if
+        // the nodes run on this machine.
         let window_start = Duration::from_secs_f64(1.0 + self.args.warmup);
         let window = Duration::from_secs_f64((self.args.seconds - 0.5).max(0.2));
-        let cpu = CpuWindow::measure(started, window_start, window);
+        let cpu = if self.backend.local() {
+            CpuWindow::measure(started, window_start, window)
+        } else {
+            None
+        };
         let limit = Duration::from_secs_f64(self.args.warmup + self.args.seconds + DRAIN_S + 60.0);
         let outcome = wait_all(nodes, limit);
-        let peaks = sampler.stop();
+        let elapsed = started.elapsed().as_secs_f64();
+        let switch = switch.map(|w| w.finish());
         outcome?;
-        let after = tc::switch_port_stats(self.spec)?;
-        let cpu_cores = cpu.map(|c| c.finish()).unwrap_or(f64::NAN);
+        let (switch, ports) = match switch.transpose()? {
+            Some((s, p)) => (Some(s), Some(p)),
+            None => (None, None),
+        };
         let mut reports = Vec::new();
-        for a in &argsets {
-            reports.push(read_report(a.out.as_deref())?);
+        for h in 0..self.hosts() {
+            reports.push(self.report(&tag, h)?);
         }
+        let cpu_cores = match cpu {
+            Some(c) => c.finish(),
+            // Each host's node process, on average.
+            None => {
+                reports
+                    .iter()
+                    .map(|r| r.cpu_user_s + r.cpu_sys_s)
+                    .sum::<f64>()
+                    / elapsed
+                    / self.hosts() as f64
+            }
+        };
         // Unfinished RPCs count with the time they had waited: a lower
         // bound, but leaving them out would flatter the tail.
         let rpcs: Vec<(u64, u64)> = reports
@@ -192,18 +269,17 @@ impl RunCtx<'_> {
         if rpcs.is_empty() {
             bail!(
                 "{tag}: no RPC completed; see the node logs in {}",
-                self.work.display()
+                self.backend.work().display()
             );
         }
         let samples = analysis::slowdowns(&rpcs, baseline);
-        let ports = tc::delta(&before, &after);
         let sum = |f: fn(&NodeReport) -> u64| reports.iter().map(f).sum::<u64>();
         let bytes = sum(|r| r.request_bytes + r.response_bytes);
         let window_s = reports.first().map_or(self.args.seconds, |r| r.seconds);
         Ok(VariantRun {
             variant,
             target_gbps: gbps,
-            achieved_gbps: bytes as f64 * 8.0 / window_s / 1e9 / self.spec.hosts as f64,
+            achieved_gbps: bytes as f64 * 8.0 / window_s / 1e9 / self.hosts() as f64,
             completed: sum(|r| r.completed),
             errors: sum(|r| r.errors),
             skipped: sum(|r| r.skipped),
@@ -215,21 +291,18 @@ impl RunCtx<'_> {
             cpu_cores,
             buckets: analysis::spectrum(&samples, workload, bounds),
             short_half: analysis::short_half(&samples, workload),
-            switch: priority_totals(&ports, &peaks),
+            switch,
             ports,
             homa_counters: homa_counters(&reports),
         })
     }
 
     fn spawn(&self, host: usize, args: &ClusterArgs, tag: &str) -> Result<Node> {
-        spawn_node(
-            self.spec,
-            self.work,
-            self.exe,
-            host,
-            "node",
-            args.to_args(),
-            tag,
-        )
+        self.backend.spawn(host, args.to_args(), tag)
     }
+}
+
+/// A workload name fit for file names (a CSV file's path has slashes).
+fn file_tag(workload: &str) -> String {
+    workload.replace(['/', '.'], "_")
 }

@@ -23,10 +23,14 @@ use std::path::{Path, PathBuf};
 pub struct Settings {
     /// Hosts.
     pub hosts: usize,
-    /// Switch buffer per port and class (bytes).
-    pub buffer_bytes: u64,
-    /// Host NIC queue (bytes).
-    pub host_queue_bytes: u64,
+    /// Switch buffer per port and class (bytes; none on real hosts).
+    pub buffer_bytes: Option<u64>,
+    /// Host NIC queue (bytes; none on real hosts).
+    pub host_queue_bytes: Option<u64>,
+    /// Real hosts (`testbed bench-ssh`): each host's ssh destination,
+    /// port and data-plane address, in order; empty on the testbed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub real_hosts: Vec<String>,
     /// `--load`.
     pub load: f64,
     /// `--seconds`.
@@ -56,8 +60,20 @@ impl Settings {
     pub fn of(args: &BenchArgs, spec: &TestbedSpec) -> Settings {
         Settings {
             hosts: spec.hosts,
-            buffer_bytes: spec.buffer_bytes,
-            host_queue_bytes: spec.host_queue_bytes,
+            buffer_bytes: Some(spec.buffer_bytes),
+            host_queue_bytes: Some(spec.host_queue_bytes),
+            ..Settings::of_hosts(args, Vec::new())
+        }
+    }
+
+    /// The settings of a bench with `args` on real hosts, each described
+    /// by one string (see [`Settings::real_hosts`]).
+    pub fn of_hosts(args: &BenchArgs, real_hosts: Vec<String>) -> Settings {
+        Settings {
+            hosts: real_hosts.len(),
+            buffer_bytes: None,
+            host_queue_bytes: None,
+            real_hosts,
             load: args.load,
             seconds: args.seconds,
             warmup: args.warmup,

@@ -2,6 +2,7 @@
 
 use super::counters::priority_totals;
 use super::*;
+use crate::netns;
 use crate::tc::ClassStats;
 
 fn spec() -> TestbedSpec {
@@ -161,13 +162,13 @@ fn rates_default_per_workload_and_can_be_overridden() {
     a.mtus = vec!["w2=3000".into()];
     assert_eq!(a.link_for("w2"), (300, 3000));
     assert_eq!(a.link_for("w5"), (700, 9000));
-    assert!(a.validate(&spec()).is_ok());
+    assert!(a.validate(Some(&spec())).is_ok());
     a.rates = vec!["w5=fast".into()];
-    let e = a.validate(&spec()).unwrap_err().to_string();
+    let e = a.validate(Some(&spec())).unwrap_err().to_string();
     assert!(e.contains("expected a number"), "{e}");
     a.rates = vec![];
     a.variants = vec!["quic".into()];
-    assert!(a.validate(&spec()).is_err());
+    assert!(a.validate(Some(&spec())).is_err());
 }
 
 #[test]

@@ -136,6 +136,7 @@ impl Ctx<'_> {
                 child,
                 host: usize::MAX,
                 log: log_path,
+                _stdin: None,
             });
         }
         for (r, a) in roles.iter().zip(&argsets) {
