@@ -241,7 +241,10 @@ impl Endpoint {
                 let gaps = m.gaps(self.config.resend_gaps as usize);
                 // Repeat our latest grant: it repairs a lost GRANT (a
                 // RESEND never grants).
-                let allowance = self.receiver.initial_grant(m.length, u32::MAX);
+                // (Homa's allowance: a message of a ByteDance sender may
+                // have had more unscheduled, and then only repeats a grant
+                // it already had.)
+                let allowance = self.receiver.initial_grant(m.length, u32::MAX, 0);
                 let grant = (m.granted > allowance).then_some((m.granted, m.priority));
                 for (s, e) in gaps {
                     trace!(%id, s, e, "RESEND");
