@@ -3,7 +3,8 @@
 -- Decodes the wire format of Linux Homa (HomaModule, the layout of
 -- homa_wire.h since 2025-07: GRANT without resend_all) and of homa-rs
 -- (crates/homa-wire), which is byte-compatible with it and adds a few
--- extensions (DATA flag bits, the MISMATCH type, RESEND length 0):
+-- extensions (DATA flag bits, the MISMATCH, RTT_PROBE and RTT_RESPS types,
+-- RESEND length 0):
 --
 --   * raw IPv4 and IPv6, IP protocol 146;
 --   * Homa over UDP (homa-rs's default transport: the Homa packet is the
@@ -37,6 +38,8 @@ local RESEND_UPSTREAM_LEN = 36 -- upstream Linux build: RESEND without priority
 
 local T_DATA, T_GRANT, T_RESEND, T_RPC_UNKNOWN, T_BUSY = 0x10, 0x11, 0x12, 0x13, 0x14
 local T_CUTOFFS, T_FREEZE, T_NEED_ACK, T_ACK, T_MISMATCH = 0x15, 0x16, 0x17, 0x18, 0x1f
+local T_RTT_PROBE, T_RTT_RESPS = 0x1d, 0x1e
+local RATIO_UNKNOWN = 0xFFFF
 
 local TYPE_NAMES = {
     [T_DATA] = "DATA",
@@ -49,6 +52,8 @@ local TYPE_NAMES = {
     [T_NEED_ACK] = "NEED_ACK",
     [T_ACK] = "ACK",
     [T_MISMATCH] = "MISMATCH",
+    [T_RTT_PROBE] = "RTT_PROBE",
+    [T_RTT_RESPS] = "RTT_RESPS",
 }
 
 local TYPE_MEANING = {
@@ -62,6 +67,8 @@ local TYPE_MEANING = {
     [T_NEED_ACK] = "server to client: acknowledge this response so I can free it",
     [T_ACK] = "client to server: these RPCs are finished",
     [T_MISMATCH] = "homa-rs extension: I run the other design (Homa vs SIRD)",
+    [T_RTT_PROBE] = "homa-rs extension (ByteDance mode): echo this nonce at once, to measure the RTT",
+    [T_RTT_RESPS] = "homa-rs extension (ByteDance mode): the echo of an RTT_PROBE's nonce",
 }
 
 -- Bytes of header each type occupies (for DATA, before the message bytes).
@@ -76,6 +83,8 @@ local HEADER_LEN = {
     [T_NEED_ACK] = COMMON_LEN,
     [T_ACK] = COMMON_LEN + 2 + MAX_ACKS * ACK_ENTRY_LEN,
     [T_MISMATCH] = COMMON_LEN,
+    [T_RTT_PROBE] = COMMON_LEN + 14,
+    [T_RTT_RESPS] = COMMON_LEN + 14,
 }
 
 -- The doff byte (offset 12): header length in 4-byte words, high nibble.
@@ -89,7 +98,8 @@ end
 local DATA_FLAG_INCAST = 0x01
 local DATA_FLAG_SIRD = 0x02
 local DATA_FLAG_CSN = 0x04
-local DATA_FLAGS_KNOWN = 0x07
+local DATA_FLAG_BYTEDANCE = 0x08
+local DATA_FLAGS_KNOWN = 0x0F
 
 local RESEND_ALL = 0xFFFFFFFF
 local CUTOFF_UNLIMITED = 0x7FFFFFFF
@@ -157,7 +167,9 @@ local f = {
         { "sender runs SIRD (credit-scheduled), not Homa", "not set (Homa)" }, DATA_FLAG_SIRD),
     data_flag_csn = ProtoField.bool("homa.data.flags.csn", "CSN", 8,
         { "congested sender: holds at least its threshold of unspent credit", "not set" }, DATA_FLAG_CSN),
-    data_flag_reserved = ProtoField.uint8("homa.data.flags.reserved", "Reserved", base.HEX, nil, 0xF8,
+    data_flag_bytedance = ProtoField.bool("homa.data.flags.bytedance", "ByteDance", 8,
+        { "sender runs ByteDance mode and answers RTT_PROBE", "not set" }, DATA_FLAG_BYTEDANCE),
+    data_flag_reserved = ProtoField.uint8("homa.data.flags.reserved", "Reserved", base.HEX, nil, 0xF0,
         "Flag bits no implementation defines; zero"),
     data_pad = ProtoField.bytes("homa.data.pad", "Pad", base.NONE, "Bytes 50-51; zero"),
     data_offset = ProtoField.uint32("homa.data.offset", "Offset", base.DEC, nil, nil,
@@ -198,6 +210,14 @@ local f = {
         "Largest message length (bytes) whose unscheduled bytes use this priority; 0x7fffffff = no limit"),
     cutoffs_version = ProtoField.uint16("homa.cutoffs.version", "Cutoff version", base.DEC, nil, nil,
         "Version of this set of cutoffs, to be echoed in DATA packets"),
+
+    -- RTT_PROBE / RTT_RESPS
+    rtt_nonce = ProtoField.uint64("homa.rtt.nonce", "Nonce", base.HEX, nil, nil,
+        "Opaque to the receiver (the paper's timestamp_ns): a response echoes its probe's"),
+    rtt_link_mbps = ProtoField.uint32("homa.rtt.link_mbps", "Link rate", base.DEC, nil, nil,
+        "The packet sender's link rate (Mbit/s); 0 = unknown"),
+    rtt_unsched_ratio = ProtoField.uint16("homa.rtt.unsched_ratio", "Unscheduled ratio", base.DEC, nil, nil,
+        "Share of the packet sender's incoming bytes that are unscheduled (thousandths); 65535 = not measured"),
 
     -- ACK
     ack_num_acks = ProtoField.uint16("homa.ack.num_acks", "Number of acks", base.DEC, nil, nil,
@@ -470,9 +490,10 @@ local function dissect_data(tvb, pinfo, tree, id, ctx)
         flags_item:add(f.data_flag_incast, tvb(49, 1))
         flags_item:add(f.data_flag_sird, tvb(49, 1))
         flags_item:add(f.data_flag_csn, tvb(49, 1))
+        flags_item:add(f.data_flag_bytedance, tvb(49, 1))
         local r = flags_item:add(f.data_flag_reserved, tvb(49, 1))
-        if flags % 256 >= 8 then
-            r:add_proto_expert_info(e.reserved, string.format("Unknown DATA flag bits 0x%02x", flags - flags % 8))
+        if flags % 256 >= 16 then
+            r:add_proto_expert_info(e.reserved, string.format("Unknown DATA flag bits 0x%02x", flags - flags % 16))
         end
         if flags ~= 0 then
             flags_item:add_proto_expert_info(e.extension, "DATA flags are a homa-rs extension")
@@ -523,6 +544,7 @@ local function dissect_data(tvb, pinfo, tree, id, ctx)
     if has(flags, DATA_FLAG_INCAST) then marks[#marks + 1] = "incast" end
     if has(flags, DATA_FLAG_SIRD) then marks[#marks + 1] = "SIRD" end
     if has(flags, DATA_FLAG_CSN) then marks[#marks + 1] = "CSN" end
+    if has(flags, DATA_FLAG_BYTEDANCE) then marks[#marks + 1] = "ByteDance" end
     if credit_request then marks[#marks + 1] = "credit request" end
     if ack_id and ack_id ~= UInt64(0) then
         marks[#marks + 1] = string.format("ack=%s:%d", tostring(ack_id), ack_port)
@@ -648,6 +670,21 @@ local function dissect_body(tvb, pinfo, tree, t, id, ctx)
         end
     elseif t == T_MISMATCH then
         tree:add_proto_expert_info(e.extension, "MISMATCH is a homa-rs extension; Linux drops it")
+    elseif t == T_RTT_PROBE or t == T_RTT_RESPS then
+        add_if(sub, f.rtt_nonce, tvb, 28, 8)
+        local link = u32(tvb, 36)
+        local litem = add_if(sub, f.rtt_link_mbps, tvb, 36, 4)
+        if litem then litem:append_text(" Mbit/s") end
+        local ratio = u16(tvb, 40)
+        local ritem = add_if(sub, f.rtt_unsched_ratio, tvb, 40, 2)
+        if ritem and ratio == RATIO_UNKNOWN then ritem:append_text(" (not measured)") end
+        if link and ratio then
+            local rs = tostring(ratio)
+            if ratio == RATIO_UNKNOWN then rs = "unknown" end
+            s = string.format("%s link=%dMbps ratio=%s", s, link, rs)
+        end
+        tree:add_proto_expert_info(e.extension,
+            string.format("%s is a homa-rs extension (ByteDance mode); Linux drops it", name))
     end
 
     if len < need then

@@ -80,6 +80,62 @@ impl SirdConfig {
     }
 }
 
+/// ByteDance mode (seed 004, `crate::bytedance`): Homa with per-peer RTT
+/// probes, per-peer unscheduled and grant windows and an unscheduled ratio
+/// measured by receivers. It patches Homa's policies rather than replacing
+/// them, so it is a switch on a Homa endpoint, not a [`Design`]: Linux Homa
+/// peers and homa-rs peers with the mode off interoperate unchanged (they
+/// never get an RTT_PROBE and are sent Homa's `unsched_bytes`).
+///
+/// Times in nanoseconds, sizes in bytes, rates in Mbit/s, ratios in
+/// thousandths. Parameters may be added in a minor release
+/// (`#[non_exhaustive]`): start from [`ByteDanceConfig::default`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
+pub struct ByteDanceConfig {
+    /// The switch (default off).
+    pub enabled: bool,
+    /// Least time between two RTT probes to one peer (ns; the paper's
+    /// `rtt_probe_interval_us`, 1 ms). While the peer's path is congested
+    /// (smoothed RTT above `rtt_high`) the interval is 8 × `rtt_min` when
+    /// that is shorter.
+    pub probe_interval_ns: u64,
+    /// Weight (‰) of a new RTT sample in the smoothed `rtt_recent`
+    /// (500: the mean of the previous value and the sample).
+    pub rtt_ewma_weight: u32,
+    /// Bytes one GSO batch puts on the wire at once (the paper's
+    /// `gso_pkt_data_size`): the GSO delay term of the thresholds and the
+    /// smallest unscheduled window. 0 = one packet (no GSO).
+    pub gso_bytes: u32,
+    /// Bytes one GRO batch delivers: grants are rounded up to whole GRO
+    /// batches and none smaller than one is sent (unless it completes the
+    /// message). 0 = one packet.
+    pub gro_bytes: u32,
+    /// Cap on a peer's unscheduled window (bytes). A receiver in this mode
+    /// believes this much unscheduled data from a sender that sets the
+    /// ByteDance DATA flag, so both sides must agree on it, as on
+    /// `unsched_bytes` ([`Config::set_rtt_bytes`]: 4 × RTTbytes, the
+    /// paper's `rtt_mid` at zero GSO delay).
+    pub max_unsched_bytes: u32,
+    /// Cap on a peer's scheduled (grant) window (bytes;
+    /// [`Config::set_rtt_bytes`]: 4 × RTTbytes).
+    pub max_grant_window: u32,
+    /// Below this unscheduled ratio (‰) of the receiver, an idle sender
+    /// halves its gap-filling window (the paper's 40%).
+    pub low_ratio: u32,
+    /// Grant nothing to a peer whose smoothed RTT is above `rtt_high` (the
+    /// paper's future work; default off). Timers still repair losses.
+    pub no_grants_above_high: bool,
+}
+
+impl Default for ByteDanceConfig {
+    fn default() -> Self {
+        Config::default().bytedance
+    }
+}
+
 /// Every tunable of the protocol core. Times are in nanoseconds, sizes in
 /// bytes, fractions in thousandths.
 ///
@@ -102,6 +158,8 @@ pub struct Config {
     pub design: Design,
     /// SIRD's parameters (used when `design` is SIRD).
     pub sird: SirdConfig,
+    /// ByteDance mode (a switch on Homa; off by default).
+    pub bytedance: ByteDanceConfig,
     /// Largest IP packet the path carries (bytes, IP header included).
     pub mtu: u32,
     /// Bytes of headers below Homa in each packet: 20 for raw IPv4, 28 for
@@ -218,6 +276,17 @@ impl Default for Config {
                 pace_credit: true,
                 fair_share: 500,
                 priorities: true,
+            },
+            bytedance: ByteDanceConfig {
+                enabled: false,
+                probe_interval_ns: 1_000_000,
+                rtt_ewma_weight: 500,
+                gso_bytes: 0,
+                gro_bytes: 0,
+                max_unsched_bytes: 160_000,
+                max_grant_window: 160_000,
+                low_ratio: 400,
+                no_grants_above_high: false,
             },
             mtu: 1500,
             lower_header_bytes: 28,
@@ -342,6 +411,10 @@ impl Config {
         self.max_incoming = bytes.saturating_mul(self.max_overcommit + 2);
         let payload = self.max_payload();
         self.sird.set_bdp(bytes, payload);
+        // ByteDance's windows reach `rtt_mid` = 4 × (rtt_min + GSO delay):
+        // four BDPs on an idle path.
+        self.bytedance.max_unsched_bytes = bytes.saturating_mul(4);
+        self.bytedance.max_grant_window = bytes.saturating_mul(4);
     }
 
     /// Longest a silent peer is given before an RPC with it is given up
@@ -440,6 +513,30 @@ impl Config {
                     "sird.dctcp_gain must be 1..=1000 and sird.fair_share 0..=1000 (thousandths; got {} and {})",
                     d.dctcp_gain, d.fair_share
                 ));
+            }
+        }
+        if self.bytedance.enabled {
+            let b = &self.bytedance;
+            if self.design != Design::Homa {
+                return err("bytedance.enabled needs design = homa (the mode patches Homa)".into());
+            }
+            if b.probe_interval_ns == 0 || b.rtt_ewma_weight == 0 || b.rtt_ewma_weight > 1000 {
+                return err(format!(
+                    "bytedance.probe_interval_ns must be at least 1 and bytedance.rtt_ewma_weight \
+                     1..=1000 (thousandths; got {} and {})",
+                    b.probe_interval_ns, b.rtt_ewma_weight
+                ));
+            }
+            if b.low_ratio > 1000 {
+                return err(format!(
+                    "bytedance.low_ratio is in thousandths, at most 1000 (got {})",
+                    b.low_ratio
+                ));
+            }
+            if b.max_unsched_bytes == 0 || b.max_grant_window == 0 {
+                return err(
+                    "bytedance.max_unsched_bytes and max_grant_window must be at least 1".into(),
+                );
             }
         }
         if self.fifo_grant_fraction > 500 || self.pacer_fifo_fraction > 500 {

@@ -25,6 +25,10 @@ pub struct Candidate<K> {
     pub received: u32,
     /// Bytes the sender may already send.
     pub granted: u32,
+    /// This message's own window (ByteDance mode's per-peer window, whole
+    /// GRO batches), instead of `GrantParams::grant_window`; grants to it
+    /// go in steps of at least `GrantParams::gro_bytes`. 0 = no grants.
+    pub window: Option<u32>,
 }
 
 /// A grant to send.
@@ -53,6 +57,9 @@ pub struct GrantParams {
     pub packet_payload: u32,
     /// Scheduled priority levels (0..sched_levels).
     pub sched_levels: u8,
+    /// Bytes of one GRO batch: the unit of grants to messages with their
+    /// own `window` (ByteDance mode); 0 = one packet.
+    pub gro_bytes: u32,
 }
 
 /// Plans grants. `candidates` must come in SRPT order (fewest bytes left
@@ -79,11 +86,21 @@ pub fn plan<K: Copy>(
     let n = active.len();
     let mut grants = Vec::with_capacity(n);
     for (rank, c) in active.iter().enumerate() {
-        let want = round_up(
-            c.received.saturating_add(params.grant_window),
-            params.packet_payload,
-        )
-        .min(c.length);
+        // Homa: the common window in packets; ByteDance: the peer's window
+        // in GRO batches, never a step smaller than one batch.
+        let (window, unit, step) = match c.window {
+            Some(0) => continue,
+            Some(w) => {
+                let gro = params.gro_bytes.max(params.packet_payload);
+                (w, gro, params.grant_increment.max(gro))
+            }
+            None => (
+                params.grant_window,
+                params.packet_payload,
+                params.grant_increment,
+            ),
+        };
+        let want = round_up(c.received.saturating_add(window), unit).min(c.length);
         if want <= c.granted {
             continue;
         }
@@ -98,7 +115,7 @@ pub fn plan<K: Copy>(
             target = round_up(base + budget as u32, params.packet_payload).min(c.length);
         }
         // (An increment larger than the window could never be reached.)
-        let increment = params.grant_increment.min(params.grant_window);
+        let increment = step.min(window);
         if target - c.granted < increment && target < c.length {
             continue;
         }
@@ -186,6 +203,7 @@ mod tests {
             grant_increment: 1,
             packet_payload: 1_000,
             sched_levels: 4,
+            gro_bytes: 0,
         }
     }
 
@@ -196,6 +214,7 @@ mod tests {
             length,
             received,
             granted,
+            window: None,
         }
     }
 

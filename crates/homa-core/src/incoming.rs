@@ -158,6 +158,10 @@ pub struct InMessage {
     /// bytes this receiver allows (never more than the sender claims) and
     /// this receiver's grants.
     pub granted: u32,
+    /// What the sender may send before any grant, as this receiver
+    /// believed it when the message began (`granted` then). Above it,
+    /// `granted` holds our grants (ByteDance mode repeats them from it).
+    pub unscheduled: u32,
     /// Scheduled priority in our latest grant.
     pub priority: u8,
     /// Arrival order, for FIFO grants and tie-breaking.
@@ -189,6 +193,7 @@ impl InMessage {
             ranges: RangeSet::default(),
             received: 0,
             granted: granted.min(length),
+            unscheduled: granted.min(length),
             priority: 0,
             seq,
             high: 0,

@@ -47,6 +47,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ack;
+pub mod bytedance;
 pub mod config;
 pub mod endpoint;
 pub mod event;
@@ -65,7 +66,7 @@ pub mod rpc;
 pub mod srpt;
 pub mod timers;
 
-pub use config::{Config, ConfigError, Design, Link, SirdConfig};
+pub use config::{ByteDanceConfig, Config, ConfigError, Design, Link, SirdConfig};
 pub use endpoint::{Endpoint, PacketMeta, RpcSnapshot, Transmit};
 pub use event::{Error, Event, RpcError, RpcId};
 pub use message::Message;

@@ -167,6 +167,19 @@ pub struct Metrics {
     /// Acknowledged RPCs forgotten before `ack_memory_ns` because
     /// `max_remembered_acks` was reached.
     pub acks_forgotten_early: u64,
+    /// ByteDance mode: RTT_PROBEs sent.
+    pub rtt_probes_sent: u64,
+    /// ByteDance mode: RTT_PROBEs answered with an RTT_RESPS.
+    pub rtt_probes_answered: u64,
+    /// ByteDance mode: RTT_RESPS that matched our outstanding probe (an
+    /// RTT sample each).
+    pub rtt_responses: u64,
+    /// ByteDance mode: RTT_PROBE / RTT_RESPS dropped: the mode is off, the
+    /// peer is unknown or unproven, an answer matches no outstanding probe
+    /// or came too late, or the peer's probes exceed their rate.
+    pub rtt_invalid: u64,
+    /// ByteDance mode: times a peer's unscheduled window changed.
+    pub bytedance_window_changes: u64,
     /// Control packets dropped because the driver did not poll.
     pub control_queue_drops: u64,
     /// Gauge: RPCs in existence (client and server).

@@ -84,6 +84,9 @@ pub struct Peer {
     /// know, and how many such answers went to this peer in it.
     need_ack_tick: u64,
     need_ack_replies: u32,
+    /// ByteDance mode's view of the peer: RTT, link rate, unscheduled
+    /// ratio, probes (untouched when the mode is off).
+    pub bytedance: crate::bytedance::PeerState,
 }
 
 impl Peer {
@@ -104,6 +107,7 @@ impl Peer {
             idle_since: None,
             need_ack_tick: 0,
             need_ack_replies: 0,
+            bytedance: Default::default(),
         }
     }
 

@@ -12,6 +12,7 @@ mod common;
 
 use common::{dead_peer_bound_ns, NetConfig, Network, SizeDist, Workload};
 use homa_core::{Config, RpcError};
+use homa_wire::PacketType;
 use std::time::Instant;
 
 const MS: u64 = 1_000_000;
@@ -297,4 +298,72 @@ fn sird_lossy_all_to_all_exactly_once() {
     assert_eq!(report.total(|m| m.requests_delivered), 900);
     assert_eq!(report.total(|m| m.responses_delivered), 900);
     assert_eq!(report.total(|m| m.design_mismatches), 0);
+}
+
+/// ByteDance mode keeps Homa's guarantees on a hostile network (6
+/// endpoints, 10% loss, 5% duplication, 10% reordering, 900 RPCs of up to
+/// 2 MB each way), and its probes are answered and measured in spite of it.
+#[test]
+fn bytedance_lossy_all_to_all_exactly_once() {
+    let mut homa = lossy_homa();
+    homa.bytedance.enabled = true;
+    let sizes = SizeDist::log_uniform_with_boundaries(2_000_000, &homa);
+    let workload = Workload::all_to_all(6, 150, 8, sizes);
+    let mut cfg = lossy_net(6, 0.10, 0.05, 0.10, workload);
+    cfg.homa = homa;
+    let report = timed("bytedance_lossy_all_to_all", || {
+        Network::new(seed(0xB17E_0001), cfg).run_until_done(120 * SEC)
+    });
+    println!("{}", report.summary());
+    assert_eq!(report.responses, 900);
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert!(report.packets_lost > 0 && report.packets_duplicated > 0);
+    assert!(report.total(|m| m.data_bytes_retransmitted) > 0);
+    assert_eq!(report.total(|m| m.requests_delivered), 900);
+    assert_eq!(report.total(|m| m.responses_delivered), 900);
+    // Probes went out, were answered and gave samples; duplicated or late
+    // answers are dropped as unmatched, never taken twice.
+    let sent = report.total(|m| m.rtt_probes_sent);
+    let samples = report.total(|m| m.rtt_responses);
+    assert!(
+        samples > 0 && samples <= sent,
+        "{samples} samples of {sent} probes"
+    );
+    assert!(report.total(|m| m.rtt_probes_answered) >= samples);
+    assert_eq!(report.total(|m| m.design_mismatches), 0);
+    assert_eq!(report.total(|m| m.data_beyond_grant), 0);
+}
+
+/// A mixed network: endpoints 0–2 run ByteDance mode, 3–5 do not (as a
+/// Linux Homa peer would not). Everything completes exactly once; peers
+/// with the mode off never receive an RTT probe or answer, while the
+/// others probe each other.
+#[test]
+fn bytedance_mixed_network_never_probes_peers_without_the_mode() {
+    let homa = lossy_homa();
+    let mut on = homa.clone();
+    on.bytedance.enabled = true;
+    let sizes = SizeDist::log_uniform_with_boundaries(500_000, &homa);
+    let workload = Workload::all_to_all(6, 100, 4, sizes);
+    let mut cfg = lossy_net(6, 0.02, 0.01, 0.05, workload);
+    cfg.per_endpoint = (0..6).map(|i| (i < 3).then(|| on.clone())).collect();
+    let report = timed("bytedance_mixed", || {
+        Network::new(seed(0xB17E_0002), cfg).run_until_done(60 * SEC)
+    });
+    println!("{}", report.summary());
+    assert_eq!(report.responses, 600);
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    for (i, m) in report.metrics.iter().enumerate() {
+        let got = m.received.packets_of(PacketType::RttProbe)
+            + m.received.packets_of(PacketType::RttResps);
+        if i < 3 {
+            assert!(m.rtt_probes_sent > 0, "endpoint {i}: {m:#?}");
+            assert!(m.rtt_responses > 0, "endpoint {i}: {m:#?}");
+        } else {
+            assert_eq!(got, 0, "endpoint {i} (mode off) got RTT packets");
+            assert_eq!(m.rtt_probes_sent + m.rtt_invalid, 0, "endpoint {i}");
+        }
+        assert_eq!(m.design_mismatches, 0, "endpoint {i}");
+        assert_eq!(m.data_beyond_grant, 0, "endpoint {i}: {m:#?}");
+    }
 }

@@ -436,6 +436,16 @@ impl Run {
             },
             PacketType::Freeze => Body::Freeze,
             PacketType::Mismatch => Body::Mismatch,
+            PacketType::RttProbe => Body::RttProbe(homa_wire::RttInfo {
+                nonce: s.a as u64,
+                link_mbps: s.b,
+                unsched_ratio: s.cutoff_version,
+            }),
+            PacketType::RttResps => Body::RttResps(homa_wire::RttInfo {
+                nonce: s.a as u64,
+                link_mbps: s.b,
+                unsched_ratio: s.cutoff_version,
+            }),
             PacketType::NeedAck => Body::NeedAck,
             PacketType::Ack => Body::Ack {
                 acks: s.acks.iter().collect::<AckList>(),

@@ -40,6 +40,10 @@ pub const RESEND_UPSTREAM_LEN: usize = COMMON_HEADER_LEN + 8;
 /// layout): the highest level, which is what HomaModule's full build
 /// always asks for (`homa_request_retrans`: `num_priorities - 1`).
 pub const RESEND_DEFAULT_PRIORITY: u8 = (MAX_PRIORITIES - 1) as u8;
+/// Length of an RTT_PROBE or RTT_RESPS: the common header, then a 64-bit
+/// nonce (the paper's `timestamp_ns`), the link rate (Mbit/s, u32) and the
+/// unscheduled ratio (thousandths, u16; [`RATIO_UNKNOWN`] = none).
+pub const RTT_HEADER_LEN: usize = COMMON_HEADER_LEN + 14;
 /// Unscheduled cutoff meaning "no size limit" (Linux reads cutoffs as `int`).
 pub const CUTOFF_UNLIMITED: u32 = 0x7FFF_FFFF;
 /// Bit in a DATA packet's first pad byte (offset 49): the client has many
@@ -55,6 +59,13 @@ pub const DATA_FLAG_SIRD: u8 = 0x02;
 /// the sender holds at least its threshold of unspent credit over all
 /// receivers.
 pub const DATA_FLAG_CSN: u8 = 0x04;
+/// Bit in the same byte: the sender runs ByteDance mode and answers
+/// [`PacketType::RttProbe`]. A peer is sent RTT probes only once it has set
+/// this bit; Linux never sets it (nor reads it), so a Linux peer never sees
+/// an RTT_PROBE.
+pub const DATA_FLAG_BYTEDANCE: u8 = 0x08;
+/// Unscheduled ratio meaning "not measured yet" in RTT_PROBE / RTT_RESPS.
+pub const RATIO_UNKNOWN: u16 = 0xFFFF;
 
 // Header offsets shared by emit and parse.
 const OFF_SPORT: usize = 0;
@@ -97,13 +108,20 @@ pub enum PacketType {
     /// "I run another receiver-driven design (Homa vs SIRD): this RPC
     /// cannot proceed." An extension (Linux never sends it and drops it).
     Mismatch = 0x1f,
+    /// ByteDance mode: "echo this nonce" (an RTT measurement), with the
+    /// sender's link rate and unscheduled ratio. An extension: sent only to
+    /// peers that set [`DATA_FLAG_BYTEDANCE`].
+    RttProbe = 0x1d,
+    /// ByteDance mode: the answer to an RTT_PROBE, echoing its nonce, with
+    /// the responder's link rate and unscheduled ratio. An extension.
+    RttResps = 0x1e,
 }
 
 impl PacketType {
     /// Number of packet types. Adding a variant to [`PacketType`] forces
     /// [`PacketType::index`] (an exhaustive match) to be extended, and the
     /// length of [`PacketType::ALL`] must then be raised with this count.
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 12;
 
     /// Every packet type, in code order.
     pub const ALL: [PacketType; Self::COUNT] = [
@@ -116,6 +134,8 @@ impl PacketType {
         PacketType::Freeze,
         PacketType::NeedAck,
         PacketType::Ack,
+        PacketType::RttProbe,
+        PacketType::RttResps,
         PacketType::Mismatch,
     ];
 
@@ -141,7 +161,9 @@ impl PacketType {
             PacketType::Freeze => 6,
             PacketType::NeedAck => 7,
             PacketType::Ack => 8,
-            PacketType::Mismatch => 9,
+            PacketType::RttProbe => 9,
+            PacketType::RttResps => 10,
+            PacketType::Mismatch => 11,
         }
     }
 
@@ -158,6 +180,8 @@ impl PacketType {
             PacketType::NeedAck => "NEED_ACK",
             PacketType::Ack => "ACK",
             PacketType::Mismatch => "MISMATCH",
+            PacketType::RttProbe => "RTT_PROBE",
+            PacketType::RttResps => "RTT_RESPS",
         }
     }
 
@@ -169,6 +193,7 @@ impl PacketType {
             PacketType::Resend => COMMON_HEADER_LEN + 9,
             PacketType::Cutoffs => COMMON_HEADER_LEN + 4 * MAX_PRIORITIES + 2,
             PacketType::Ack => COMMON_HEADER_LEN + 2 + MAX_ACKS * ACK_ENTRY_LEN,
+            PacketType::RttProbe | PacketType::RttResps => RTT_HEADER_LEN,
             PacketType::RpcUnknown
             | PacketType::Busy
             | PacketType::Freeze
@@ -282,6 +307,23 @@ impl AckEntry {
     fn write(&self, out: &mut impl BufMut) {
         out.put_u64(self.client_id);
         out.put_u16(self.server_port);
+    }
+}
+
+impl RttInfo {
+    // `b` holds at least the 14 body bytes (checked against the length).
+    fn read(b: &[u8]) -> RttInfo {
+        RttInfo {
+            nonce: be64(b, 0),
+            link_mbps: be32(b, 8),
+            unsched_ratio: be16(b, 12),
+        }
+    }
+
+    fn write(&self, out: &mut impl BufMut) {
+        out.put_u64(self.nonce);
+        out.put_u32(self.link_mbps);
+        out.put_u16(self.unsched_ratio);
     }
 }
 
@@ -414,6 +456,24 @@ pub enum Body<'a> {
         /// The acknowledgements.
         acks: AckList,
     },
+    /// ByteDance mode: please echo `nonce` at once (RTT measurement).
+    RttProbe(RttInfo),
+    /// ByteDance mode: the echo of a probe's `nonce`.
+    RttResps(RttInfo),
+}
+
+/// The body of RTT_PROBE and RTT_RESPS (ByteDance mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct RttInfo {
+    /// Opaque to the receiver: a probe's sender puts what it likes there
+    /// (homa-core: a random nonce, never a clock a peer could fake), a
+    /// response echoes the probe's.
+    pub nonce: u64,
+    /// The packet sender's link rate (Mbit/s); 0 = unknown.
+    pub link_mbps: u32,
+    /// The packet sender's measured unscheduled ratio as a receiver
+    /// (thousandths of its incoming bytes; [`RATIO_UNKNOWN`] = none yet).
+    pub unsched_ratio: u16,
 }
 
 impl Body<'_> {
@@ -430,6 +490,8 @@ impl Body<'_> {
             Body::Freeze => PacketType::Freeze,
             Body::NeedAck => PacketType::NeedAck,
             Body::Ack { .. } => PacketType::Ack,
+            Body::RttProbe(_) => PacketType::RttProbe,
+            Body::RttResps(_) => PacketType::RttResps,
         }
     }
 }
@@ -539,6 +601,8 @@ impl<'a> Packet<'a> {
                 }
                 Body::Ack { acks }
             }
+            PacketType::RttProbe => Body::RttProbe(RttInfo::read(&buf[b..])),
+            PacketType::RttResps => Body::RttResps(RttInfo::read(&buf[b..])),
         };
         Ok(Packet { common, body })
     }
@@ -599,6 +663,7 @@ impl<'a> Packet<'a> {
                     AckEntry::default().write(out);
                 }
             }
+            Body::RttProbe(info) | Body::RttResps(info) => info.write(out),
         }
     }
 

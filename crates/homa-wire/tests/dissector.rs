@@ -15,8 +15,9 @@
 //! captures stay in `target/tmp/dissector/` for a look in Wireshark.
 
 use homa_wire::{
-    AckEntry, AckList, Body, CommonHeader, DataHeader, Packet, PacketType, CUTOFF_UNLIMITED,
-    DATA_FLAG_CSN, DATA_FLAG_INCAST, DATA_FLAG_SIRD, IPPROTO_HOMA, RESEND_ALL,
+    AckEntry, AckList, Body, CommonHeader, DataHeader, Packet, PacketType, RttInfo,
+    CUTOFF_UNLIMITED, DATA_FLAG_BYTEDANCE, DATA_FLAG_CSN, DATA_FLAG_INCAST, DATA_FLAG_SIRD,
+    IPPROTO_HOMA, RATIO_UNKNOWN, RESEND_ALL,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,6 +47,7 @@ const FIELDS: &[&str] = &[
     "homa.data.flags.incast",
     "homa.data.flags.sird",
     "homa.data.flags.csn",
+    "homa.data.flags.bytedance",
     "homa.data.offset",
     "homa.data.seg_offset",
     "homa.data.length",
@@ -58,6 +60,9 @@ const FIELDS: &[&str] = &[
     "homa.cutoffs.cutoff",
     "homa.cutoffs.version",
     "homa.ack.num_acks",
+    "homa.rtt.nonce",
+    "homa.rtt.link_mbps",
+    "homa.rtt.unsched_ratio",
     "homa.gso.format",
     "homa.gso.segments",
     "homa.gso.segment_size",
@@ -147,6 +152,10 @@ fn expect_packet(p: &Packet<'_>) -> (BTreeMap<&'static str, String>, String, Vec
                 (h.flags & DATA_FLAG_SIRD != 0) as u8,
             );
             e.set("homa.data.flags.csn", (h.flags & DATA_FLAG_CSN != 0) as u8);
+            e.set(
+                "homa.data.flags.bytedance",
+                (h.flags & DATA_FLAG_BYTEDANCE != 0) as u8,
+            );
             e.set("homa.data.offset", h.offset);
             e.set("homa.data.length", payload.len());
             let credit_request = h.flags & DATA_FLAG_SIRD != 0
@@ -171,6 +180,9 @@ fn expect_packet(p: &Packet<'_>) -> (BTreeMap<&'static str, String>, String, Vec
             }
             if h.flags & DATA_FLAG_CSN != 0 {
                 marks.push("CSN".into());
+            }
+            if h.flags & DATA_FLAG_BYTEDANCE != 0 {
+                marks.push("ByteDance".into());
             }
             if credit_request {
                 marks.push("credit request".into());
@@ -241,6 +253,18 @@ fn expect_packet(p: &Packet<'_>) -> (BTreeMap<&'static str, String>, String, Vec
         Body::Mismatch => {
             experts.push("MISMATCH is a homa-rs extension".into());
             format!("{name} id={id}")
+        }
+        Body::RttProbe(info) | Body::RttResps(info) => {
+            e.set("homa.rtt.nonce", info.nonce);
+            e.set("homa.rtt.link_mbps", info.link_mbps);
+            e.set("homa.rtt.unsched_ratio", info.unsched_ratio);
+            experts.push(format!("{name} is a homa-rs extension (ByteDance mode)"));
+            let ratio = if info.unsched_ratio == RATIO_UNKNOWN {
+                "unknown".to_string()
+            } else {
+                info.unsched_ratio.to_string()
+            };
+            format!("{name} id={id} link={}Mbps ratio={ratio}", info.link_mbps)
         }
         Body::RpcUnknown | Body::Busy | Body::Freeze | Body::NeedAck => format!("{name} id={id}"),
     };
@@ -369,7 +393,7 @@ fn samples(c: u16, s: u16) -> Vec<Packet<'static>> {
                 message_length: 10,
                 incoming: 10,
                 retransmit: true,
-                flags: DATA_FLAG_INCAST,
+                flags: DATA_FLAG_INCAST | DATA_FLAG_BYTEDANCE,
                 ..DataHeader::default()
             },
             &PAYLOAD[..10],
@@ -464,6 +488,22 @@ fn samples(c: u16, s: u16) -> Vec<Packet<'static>> {
             },
         ),
         ctl(server(s, c), Body::Mismatch),
+        ctl(
+            client(c, s),
+            Body::RttProbe(RttInfo {
+                nonce: CLIENT_ID,
+                link_mbps: 25_000,
+                unsched_ratio: 375,
+            }),
+        ),
+        ctl(
+            server(s, c),
+            Body::RttResps(RttInfo {
+                nonce: 0x0123_4567_89AB_CDEF,
+                link_mbps: 100_000,
+                unsched_ratio: RATIO_UNKNOWN,
+            }),
+        ),
     ]
 }
 
@@ -1169,6 +1209,9 @@ fn malformed_and_truncated() {
             }
             if cut >= 28 {
                 e.set("homa.sender_id", CLIENT_ID | (p.common.sender_id & 1));
+                if matches!(ty, PacketType::RttProbe | PacketType::RttResps) {
+                    e = e.expert("is a homa-rs extension (ByteDance mode)");
+                }
             }
             frames.push(frame(raw, &bytes[..cut], e));
         }

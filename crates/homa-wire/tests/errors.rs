@@ -57,6 +57,16 @@ fn sample_packets() -> Vec<Packet<'static>> {
         Body::NeedAck,
         Body::Ack { acks },
         Body::Mismatch,
+        Body::RttProbe(homa_wire::RttInfo {
+            nonce: 7,
+            link_mbps: 25_000,
+            unsched_ratio: 400,
+        }),
+        Body::RttResps(homa_wire::RttInfo {
+            nonce: 7,
+            link_mbps: 100_000,
+            unsched_ratio: homa_wire::RATIO_UNKNOWN,
+        }),
     ];
     bodies
         .into_iter()
@@ -192,9 +202,9 @@ fn unknown_type_codes() {
         assert_eq!(e.packet_type(), None);
         assert_eq!(e.to_string(), format!("unknown packet type 0x{code:02x}"));
     }
-    // Every code outside 0x10..=0x18 and our 0x1f is unknown, even with a
-    // bare common header.
-    for code in (0..=255u8).filter(|c| !(0x10..=0x18).contains(c) && *c != 0x1f) {
+    // Every code outside 0x10..=0x18 and our 0x1d..=0x1f is unknown, even
+    // with a bare common header.
+    for code in (0..=255u8).filter(|c| !(0x10..=0x18).contains(c) && !(0x1d..=0x1f).contains(c)) {
         bytes[11] = code;
         assert_eq!(
             err(&bytes[..COMMON_HEADER_LEN]),

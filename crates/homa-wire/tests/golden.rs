@@ -14,8 +14,8 @@
 //! that the sequence field (offset 4) equals the data offset.
 
 use homa_wire::{
-    AckEntry, AckList, Body, CommonHeader, DataHeader, Packet, PacketType, CUTOFF_UNLIMITED,
-    DATA_FLAG_INCAST, RESEND_ALL,
+    AckEntry, AckList, Body, CommonHeader, DataHeader, Packet, PacketType, RttInfo,
+    CUTOFF_UNLIMITED, DATA_FLAG_INCAST, RATIO_UNKNOWN, RESEND_ALL,
 };
 
 /// Common header fields used by packets a client sends (even id).
@@ -250,6 +250,46 @@ fn grant() {
     };
     check(bytes, &expected);
     assert_eq!(bytes.len(), 33);
+}
+
+/// ByteDance mode's RTT_PROBE (0x1d) and RTT_RESPS (0x1e): common header
+/// (id 0: no RPC), nonce u64, link Mbit/s u32, unscheduled ratio ‰ u16.
+#[test]
+fn rtt_probe_and_response() {
+    for (code, ratio) in [(0x1Du8, 0x0190u16), (0x1E, RATIO_UNKNOWN)] {
+        #[rustfmt::skip]
+        let mut bytes: Vec<u8> = vec![
+            0x81, 0x23,                                     //  0: sport
+            0x45, 0x67,                                     //  2: dport
+            0x00, 0x00, 0x00, 0x00,                         //  4: sequence (zero)
+            0x00, 0x00, 0x00,                               //  8: unused
+            code,                                           // 11: type
+            0x50,                                           // 12: doff (5 words)
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,       // 13: flags..urgent
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // 20: sender_id 0
+            0xFE, 0xDC, 0xBA, 0x98, 0x76, 0x54, 0x32, 0x10, // 28: nonce
+            0x00, 0x01, 0x86, 0xA0,                         // 36: link 100,000 Mbit/s
+        ];
+        bytes.extend_from_slice(&ratio.to_be_bytes()); // 40: ratio
+        let info = RttInfo {
+            nonce: 0xFEDC_BA98_7654_3210,
+            link_mbps: 100_000,
+            unsched_ratio: ratio,
+        };
+        let expected = Packet {
+            common: CommonHeader {
+                sender_id: 0,
+                ..CLIENT
+            },
+            body: if code == 0x1D {
+                Body::RttProbe(info)
+            } else {
+                Body::RttResps(info)
+            },
+        };
+        check(&bytes, &expected);
+        assert_eq!(bytes.len(), 42);
+    }
 }
 
 #[test]
@@ -642,6 +682,8 @@ fn every_type_code_and_header_length() {
         (PacketType::Freeze, 0x16, 28),
         (PacketType::NeedAck, 0x17, 28),
         (PacketType::Ack, 0x18, 80),
+        (PacketType::RttProbe, 0x1d, 42),
+        (PacketType::RttResps, 0x1e, 42),
     ];
     for (ty, code, len) in table {
         assert_eq!(ty.code(), code, "{ty}");

@@ -138,6 +138,21 @@ fn control_body() -> impl Strategy<Value = Body<'static>> {
             .prop_map(|(cutoffs, version)| Body::Cutoffs { cutoffs, version }),
         Just(Body::Freeze),
         Just(Body::NeedAck),
+        Just(Body::Mismatch),
+        (any::<u64>(), any::<u32>(), any::<u16>()).prop_map(|(nonce, link_mbps, unsched_ratio)| {
+            Body::RttProbe(homa_wire::RttInfo {
+                nonce,
+                link_mbps,
+                unsched_ratio,
+            })
+        }),
+        (any::<u64>(), any::<u32>(), any::<u16>()).prop_map(|(nonce, link_mbps, unsched_ratio)| {
+            Body::RttResps(homa_wire::RttInfo {
+                nonce,
+                link_mbps,
+                unsched_ratio,
+            })
+        }),
         prop::collection::vec(ack_entry(), 0..=MAX_ACKS).prop_map(|entries| Body::Ack {
             acks: entries.iter().collect::<AckList>(),
         }),

@@ -82,6 +82,8 @@ impl Endpoint {
             },
             Body::Freeze => {}
             Body::Mismatch => self.handle_mismatch(now, id),
+            Body::RttProbe(info) => self.handle_rtt_probe(now, peer, &info),
+            Body::RttResps(info) => self.handle_rtt_resps(now, peer, &info),
             Body::NeedAck => self.handle_need_ack(now, id),
             Body::Ack { acks } => {
                 if packet.common.sender_id & 1 == 0 && packet.common.sender_id != 0 {
@@ -169,7 +171,7 @@ impl Endpoint {
         let before = m.outstanding();
         m.granted = m
             .granted
-            .max(self.receiver.initial_grant(m.length, h.incoming));
+            .max(self.receiver.initial_grant(m.length, h.incoming, h.flags));
         // A packet that starts below our grant and ends past it is taken
         // whole: a Linux sender transmits every packet that starts below its
         // grant (homa_xmit_data), on a packet grid that restarts at its
@@ -314,13 +316,16 @@ impl Endpoint {
         p.server_rpcs += 1;
         self.refresh_peer(now, id.peer);
         let seq = self.next_seq();
-        let granted = self.receiver.initial_grant(h.message_length, h.incoming);
+        let granted = self
+            .receiver
+            .initial_grant(h.message_length, h.incoming, h.flags);
         let request = InMessage::new(h.message_length, granted, seq);
         let mut rpc = Rpc::new(Phase::Receiving { request }, now);
         rpc.incast = h.flags & DATA_FLAG_INCAST != 0;
         self.receiver.buffered += RPC_MEMORY_CHARGE;
         self.receiver.outstanding += granted as u64;
         self.record_size(now, h.message_length);
+        self.bytedance_new_message(now, id, h, granted);
         self.rpcs.insert(id, rpc);
         true
     }
@@ -359,7 +364,9 @@ impl Endpoint {
             return false;
         }
         let seq = self.next_seq();
-        let granted = self.receiver.initial_grant(h.message_length, h.incoming);
+        let granted = self
+            .receiver
+            .initial_grant(h.message_length, h.incoming, h.flags);
         let rpc = self.rpcs.get_mut(&id).expect("present");
         let Phase::Client { request, response } = &mut rpc.phase else {
             return false;
@@ -370,6 +377,7 @@ impl Endpoint {
         self.receiver.buffered += RPC_MEMORY_CHARGE;
         self.receiver.outstanding += granted as u64;
         self.record_size(now, h.message_length);
+        self.bytedance_new_message(now, id, h, granted);
         true
     }
 

@@ -15,6 +15,7 @@
 //! [`input`] for received packets, [`output`] for packets to send,
 //! [`timer`] for timeouts, [`diag`] for diagnostics.
 
+mod bytedance;
 mod diag;
 mod ingress;
 mod input;
@@ -82,6 +83,8 @@ pub struct Endpoint {
     /// (see `handle_need_ack`), and the tick.
     stray_need_ack_tick: u64,
     stray_need_ack_replies: u32,
+    /// ByteDance mode's endpoint-wide state (probe nonces, ratio meter).
+    bytedance: bytedance::ByteDance,
     metrics: Metrics,
 }
 
@@ -142,6 +145,7 @@ impl Endpoint {
             acked: AckMemory::default(),
             events: VecDeque::new(),
             client_rpcs: 0,
+            bytedance: bytedance::ByteDance::new(seed),
             metrics: Metrics::default(),
         })
     }
@@ -256,10 +260,7 @@ impl Endpoint {
             }
         };
         let incast = incast::request_needs_flag(&self.config, self.client_rpcs);
-        let unsched = self
-            .sender
-            .policy
-            .unscheduled_bytes(&self.config, dest, len, false);
+        let unsched = self.unscheduled_for(dest, len, false);
         let seq = self.next_seq();
         let request = OutMessage::new(message, unsched, prio, seq, self.retransmit_budget(len));
         let mut rpc = Rpc::new(
@@ -290,10 +291,7 @@ impl Endpoint {
         self.check_length(message.len())?;
         let len = message.len() as u32;
         let prio = self.unscheduled_priority(rpc.peer, len);
-        let unsched = self
-            .sender
-            .policy
-            .unscheduled_bytes(&self.config, rpc.peer, len, incast);
+        let unsched = self.unscheduled_for(rpc.peer, len, incast);
         let seq = self.next_seq();
         let response = OutMessage::new(message, unsched, prio, seq, self.retransmit_budget(len));
         let r = self.rpcs.get_mut(&rpc).expect("checked above");
@@ -380,11 +378,12 @@ impl Endpoint {
     /// Re-files an RPC everywhere after anything about it changed: the
     /// sender's and receiver's policies, and its silence timer. O(log n).
     fn after_change(&mut self, now: Nanos, id: RpcId) {
+        let grant_window = self.bytedance_grant_window(id.peer);
         let Some(rpc) = self.rpcs.get_mut(&id) else {
             return;
         };
         self.sender.refile(id, rpc);
-        self.receiver.refile(now, id, rpc);
+        self.receiver.refile(now, id, rpc, grant_window);
         let waiting = rpc.wait().is_some();
         if waiting && !rpc.waiting {
             // Silence counts from when the RPC started waiting (a message

@@ -136,7 +136,8 @@ impl Endpoint {
             cutoff_version,
             retransmit: chunk.retransmit,
             flags: self.sender.policy.data_flags(self.sender.unspent_credit)
-                | if incast { DATA_FLAG_INCAST } else { 0 },
+                | if incast { DATA_FLAG_INCAST } else { 0 }
+                | self.bytedance_data_flag(),
             offset: chunk.offset,
         };
         let common = CommonHeader {

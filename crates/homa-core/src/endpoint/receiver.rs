@@ -36,6 +36,10 @@ pub(super) struct Receiver {
     embryos: BTreeSet<(Nanos, RpcId)>,
     /// Unscheduled bytes this receiver accepts of a message, at most.
     unsched_allowance: u32,
+    /// ByteDance mode: unscheduled bytes accepted of a message whose sender
+    /// sets the ByteDance DATA flag (`bytedance.max_unsched_bytes` in
+    /// whole packets); `None` when the mode is off.
+    bytedance_allowance: Option<u32>,
     /// DATA bytes (Homa header and payload) received in tick `rx_tick`.
     rx_tick_bytes: u64,
     rx_tick: u64,
@@ -62,6 +66,12 @@ impl Receiver {
             buffered: 0,
             embryos: BTreeSet::new(),
             unsched_allowance: incast::unsched_limit(config, u32::MAX, false),
+            bytedance_allowance: config.bytedance.enabled.then(|| {
+                crate::bytedance::window::round_up(
+                    config.bytedance.max_unsched_bytes,
+                    config.max_payload().max(1),
+                )
+            }),
             rx_tick_bytes: 0,
             rx_tick: 0,
             busy_tick: None,
@@ -100,17 +110,23 @@ impl Receiver {
 
     /// What a sender may send of a `length`-byte message before any grant:
     /// what it claims (`incoming`), but never more than the policy's
-    /// unscheduled allowance.
-    pub fn initial_grant(&self, length: u32, claimed: u32) -> u32 {
+    /// unscheduled allowance (in ByteDance mode, the mode's larger one for
+    /// a sender whose DATA `flags` carry the ByteDance bit: its per-peer
+    /// window may reach `bytedance.max_unsched_bytes`).
+    pub fn initial_grant(&self, length: u32, claimed: u32, flags: u8) -> u32 {
         // 0 is no claim: HomaModule's upstream build has no grants and
         // leaves the field (its `reserved1`) zero, and a message with bytes
         // never announces 0 otherwise (a Homa sender claims at least its
         // first packet; a SIRD sender that waits for credit is allowed 0
         // anyway). The allowance bounds what is believed, as for any claim.
         let claimed = if claimed == 0 { u32::MAX } else { claimed };
-        claimed
-            .min(self.policy.unscheduled_allowance(length))
-            .min(length)
+        let mut allowance = self.policy.unscheduled_allowance(length);
+        if flags & homa_wire::DATA_FLAG_BYTEDANCE != 0 {
+            if let Some(a) = self.bytedance_allowance {
+                allowance = allowance.max(a);
+            }
+        }
+        claimed.min(allowance).min(length)
     }
 
     /// Records the size of a new incoming message.
@@ -166,7 +182,9 @@ impl Receiver {
 
     /// Files the RPC's incoming message with the policy, and a partly
     /// received request in the eviction order.
-    pub fn refile(&mut self, now: Nanos, id: RpcId, rpc: &mut Rpc) {
+    /// `grant_window`: the per-peer window the endpoint sets, if any
+    /// ([`InView::grant_window`]).
+    pub fn refile(&mut self, now: Nanos, id: RpcId, rpc: &mut Rpc, grant_window: Option<u32>) {
         match rpc.phase.msgin() {
             Some(m) if !m.is_complete() => {
                 self.policy.update(
@@ -177,6 +195,7 @@ impl Receiver {
                         received: m.received,
                         granted: m.granted,
                         seq: m.seq,
+                        grant_window,
                     },
                 );
                 rpc.in_grant_policy = true;

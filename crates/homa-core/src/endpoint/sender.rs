@@ -108,6 +108,24 @@ impl Sender {
         });
     }
 
+    /// Like [`Sender::queue_control`], but at the head of the queue, for a
+    /// packet whose delay would be measured (RTT probes and answers).
+    pub fn queue_control_front(
+        &mut self,
+        sport: u16,
+        id: RpcId,
+        body: Body<'static>,
+        priority: u8,
+        metrics: &mut Metrics,
+    ) {
+        let before = self.control.len();
+        self.queue_control(sport, id, body, priority, metrics);
+        if self.control.len() > before {
+            let t = self.control.pop_back().expect("just queued");
+            self.control.push_front(t);
+        }
+    }
+
     pub fn pop_control(&mut self) -> Option<Transmit> {
         self.control.pop_front()
     }

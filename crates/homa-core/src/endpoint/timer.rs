@@ -241,7 +241,14 @@ impl Endpoint {
                 let gaps = m.gaps(self.config.resend_gaps as usize);
                 // Repeat our latest grant: it repairs a lost GRANT (a
                 // RESEND never grants).
-                let allowance = self.receiver.initial_grant(m.length, u32::MAX);
+                // (In ByteDance mode a sender's allowance is larger than
+                // what it sends unscheduled, so only the message's own
+                // unscheduled prefix tells our grants apart.)
+                let allowance = if self.config.bytedance.enabled {
+                    m.unscheduled
+                } else {
+                    self.receiver.initial_grant(m.length, u32::MAX, 0)
+                };
                 let grant = (m.granted > allowance).then_some((m.granted, m.priority));
                 for (s, e) in gaps {
                     trace!(%id, s, e, "RESEND");

@@ -36,6 +36,7 @@ impl HomaReceiver {
                 grant_increment: config.grant_increment,
                 packet_payload: config.max_payload(),
                 sched_levels: 1,
+                gro_bytes: crate::bytedance::gro_bytes(&config.bytedance, config.max_payload()),
             },
             fifo: FifoGrants::new(config.fifo_grant_fraction, config.fifo_grant_increment),
             queue: PeerSrptQueue::default(),
@@ -88,6 +89,7 @@ impl ReceiverPolicy for HomaReceiver {
                 length: m.length,
                 received: m.received,
                 granted: m.granted,
+                window: m.grant_window,
             }
         });
         let first = out.len();

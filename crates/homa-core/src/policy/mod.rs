@@ -37,6 +37,10 @@ pub struct InView {
     pub granted: u32,
     /// Arrival order (smaller is older).
     pub seq: u64,
+    /// The window to keep open for this message when the endpoint sets one
+    /// per peer (ByteDance mode's scheduled window; bytes, 0 = no grants);
+    /// `None`: the policy's own.
+    pub grant_window: Option<u32>,
 }
 
 impl InView {

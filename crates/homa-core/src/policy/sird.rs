@@ -422,6 +422,7 @@ mod tests {
             received,
             granted,
             seq,
+            grant_window: None,
         }
     }
 

@@ -327,8 +327,11 @@ pub struct NetConfig {
     /// Largest extra delay of a reordered copy (ns); drawn uniformly in
     /// `1..=reorder_max_delay_ns`.
     pub reorder_max_delay_ns: u64,
-    /// The protocol configuration of every endpoint.
+    /// The protocol configuration of every endpoint…
     pub homa: Config,
+    /// …but endpoint `i`'s is `per_endpoint[i]` where that is `Some` (a
+    /// mixed network, e.g. some peers with ByteDance mode off).
+    pub per_endpoint: Vec<Option<Config>>,
     /// The applications.
     pub workload: Workload,
     /// Cap on simulation events over the whole run.
@@ -352,6 +355,7 @@ impl NetConfig {
             reorder: 0.0,
             reorder_max_delay_ns: 0,
             homa,
+            per_endpoint: Vec::new(),
             workload: Workload::all_to_all(n, rpcs_per_client, 4, sizes),
             max_events: 50_000_000,
         }
@@ -684,7 +688,11 @@ impl Network {
             .iter()
             .enumerate()
             .map(|(i, &a)| {
-                let ep = Endpoint::new(cfg.homa.clone(), a, mix64(seed.wrapping_add(i as u64)))
+                let config = match cfg.per_endpoint.get(i) {
+                    Some(Some(c)) => c.clone(),
+                    _ => cfg.homa.clone(),
+                };
+                let ep = Endpoint::new(config, a, mix64(seed.wrapping_add(i as u64)))
                     .unwrap_or_else(|e| panic!("Endpoint::new rejected the config: {e}"));
                 assert_eq!(
                     ep.local_addr(),

@@ -1504,5 +1504,6 @@ fn idle_peers_are_forgotten() {
     }
 }
 
+mod bytedance;
 mod linux;
 mod sird;
