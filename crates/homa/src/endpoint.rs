@@ -432,7 +432,6 @@ impl Endpoint {
     /// Waits for the response of `id` (at most `timeout`, or for ever).
     pub fn recv_response(&self, id: RpcId, timeout: Option<Duration>) -> Result<Bytes, Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        self.inner.lock().claimed.insert(id);
         let r = self
             .inner
             .wait_until(WaitFor::Response(id), deadline, |st| {
@@ -444,7 +443,6 @@ impl Endpoint {
                     None
                 }
             });
-        self.inner.lock().claimed.remove(&id);
         r.map(Message::into_bytes)
     }
 
@@ -1210,6 +1208,11 @@ impl Inner {
         let mut seen = u64::MAX;
         let mut reading = false;
         let mut st = self.lock();
+        // An RPC waited for by id is claimed meanwhile: `recv_any_response`
+        // leaves its outcome to this thread.
+        if let WaitFor::Response(id) = what {
+            st.claimed.insert(id);
+        }
         let result = loop {
             if self.closed.load(Ordering::Acquire) {
                 break Err(Error::Closed);
@@ -1264,6 +1267,9 @@ impl Inner {
             st = self.lock();
             st.parked.leave(what, ticket);
         };
+        if let WaitFor::Response(id) = what {
+            st.claimed.remove(&id);
+        }
         self.sync_ready(&st);
         if reading {
             st.reader = Reader::Nobody;
