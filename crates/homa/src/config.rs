@@ -243,7 +243,13 @@ impl Config {
         core.grant_increment = 64_000;
         Config {
             core,
-            max_nic_queue_ns: 20_000,
+            // Loopback has no NIC queue for a control packet to wait in
+            // (the kernel delivers each send before it returns): let a
+            // whole unscheduled burst (384 KB) go at once rather than wake
+            // the reader to release it. 500 KB RPCs with one outstanding
+            // went from 0.59× TCP's throughput with 20 µs to 0.80× (one
+            // side-by-side run of homa-perf client --size 500000).
+            max_nic_queue_ns: 100_000,
             ..base
         }
     }
