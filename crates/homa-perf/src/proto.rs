@@ -159,11 +159,52 @@ pub fn request_ok(request: &[u8]) -> bool {
     request[MAGIC.end..] == pattern(off + request.len())[off + MAGIC.end..off + request.len()]
 }
 
+/// The first bytes of a request in parts (its size header, tag and
+/// marker; fewer when it is shorter), and its length: all that
+/// [`wanted_response_size`], [`request_tag`] and [`make_response_to`] read.
+pub fn request_head(parts: &[bytes::Bytes]) -> (Vec<u8>, usize) {
+    let len = parts.iter().map(|p| p.len()).sum();
+    let mut head = Vec::with_capacity(MAGIC.end);
+    for p in parts {
+        let take = (MAGIC.end - head.len()).min(p.len());
+        head.extend_from_slice(&p[..take]);
+        if head.len() == MAGIC.end {
+            break;
+        }
+    }
+    (head, len)
+}
+
+/// [`request_ok`] for a request still in the parts it arrived in: each
+/// part is compared with the pattern where it lies, without joining them.
+pub fn request_ok_parts(parts: &[bytes::Bytes]) -> bool {
+    let (head, len) = request_head(parts);
+    if len <= MAGIC.end || head[MAGIC] != MAGIC_BYTES {
+        return true;
+    }
+    let off = body_offset(request_tag(&head));
+    let want = pattern(off + len);
+    let mut pos = 0;
+    for p in parts {
+        let (start, end) = (pos.max(MAGIC.end), pos + p.len());
+        if start < end && p[start - pos..] != want[off + start..off + end] {
+            return false;
+        }
+        pos = end;
+    }
+    true
+}
+
 /// The response to `request`: `want` pattern bytes at an offset that
 /// depends on the request's tag and length (a zero-copy slice). `corrupt`
 /// shifts it by one byte, so that the client sees a mismatch.
 pub fn make_response(request: &[u8], want: usize, corrupt: bool) -> bytes::Bytes {
-    let off = response_offset(request_tag(request), request.len()) + usize::from(corrupt);
+    make_response_to(request_tag(request), request.len(), want, corrupt)
+}
+
+/// [`make_response`] for a request known by its tag and length.
+pub fn make_response_to(tag: u64, request_len: usize, want: usize, corrupt: bool) -> bytes::Bytes {
+    let off = response_offset(tag, request_len) + usize::from(corrupt);
     pattern(off + want).slice(off..off + want)
 }
 
@@ -297,6 +338,37 @@ mod tests {
         assert_eq!(wanted_response_size(&req[..3]), DEFAULT_RESPONSE_SIZE);
         assert_eq!(expected_response_size(3, 7), DEFAULT_RESPONSE_SIZE);
         assert_eq!(expected_response_size(4, 7), 7);
+    }
+
+    #[test]
+    fn requests_in_parts_check_out_as_joined_ones() {
+        for len in [0, 3, 12, 15, 16, 17, 100, 70_000] {
+            let req = make_request(7, 300, len);
+            for cut in [1, 5, 13, 16, 40, 65_000] {
+                let parts: Vec<bytes::Bytes> = (0..len)
+                    .step_by(cut)
+                    .map(|i| req.slice(i..(i + cut).min(len)))
+                    .collect();
+                assert!(request_ok_parts(&parts), "{len} cut {cut}");
+                let (head, n) = request_head(&parts);
+                assert_eq!(n, len);
+                assert_eq!(head[..], req[..len.min(MAGIC.end)]);
+                assert_eq!(
+                    make_response_to(request_tag(&head), n, 300, false),
+                    make_response(&req, 300, false)
+                );
+                if len > MAGIC.end + 1 {
+                    let mut bad = req.to_vec();
+                    bad[len - 1] ^= 1;
+                    let bad = bytes::Bytes::from(bad);
+                    let parts: Vec<bytes::Bytes> = (0..len)
+                        .step_by(cut)
+                        .map(|i| bad.slice(i..(i + cut).min(len)))
+                        .collect();
+                    assert!(!request_ok_parts(&parts), "{len} cut {cut}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -431,19 +431,8 @@ impl Endpoint {
 
     /// Waits for the response of `id` (at most `timeout`, or for ever).
     pub fn recv_response(&self, id: RpcId, timeout: Option<Duration>) -> Result<Bytes, Error> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let r = self
-            .inner
-            .wait_until(WaitFor::Response(id), deadline, |st| {
-                if let Some(r) = st.done.remove(&id) {
-                    Some(r)
-                } else if !st.outstanding.contains(&id) {
-                    Some(Err(Error::UnknownRpc(id)))
-                } else {
-                    None
-                }
-            });
-        r.map(Message::into_bytes)
+        self.recv_response_parts(id, timeout)
+            .map(Message::into_bytes)
     }
 
     /// Waits for whichever outstanding RPC finishes first; returns its id
@@ -479,14 +468,43 @@ impl Endpoint {
         Ok((id, outcome.map(Message::into_bytes)))
     }
 
-    /// Waits for the next request (at most `timeout`, or for ever).
-    pub fn recv_request(&self, timeout: Option<Duration>) -> Result<Request, Error> {
+    /// Like [`Endpoint::recv_request`], but the request stays in the
+    /// packets it came in ([`Message::parts`], or [`Message::reader`] as a
+    /// `bytes::Buf`): no copy into one buffer, which for large messages is
+    /// a copy of every byte (what Linux Homa's buffer pool saves too).
+    pub fn recv_request_parts(&self, timeout: Option<Duration>) -> Result<(RpcId, Message), Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
         self.inner
             .wait_until(WaitFor::Request, deadline, |st| {
                 st.requests.pop_front().map(Ok)
             })
-            .map(Queued::into_request)
+            .map(|q| (q.id, q.message))
+    }
+
+    /// Like [`Endpoint::recv_response`], but the response stays in the
+    /// packets it came in (see [`Endpoint::recv_request_parts`]).
+    pub fn recv_response_parts(
+        &self,
+        id: RpcId,
+        timeout: Option<Duration>,
+    ) -> Result<Message, Error> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.inner
+            .wait_until(WaitFor::Response(id), deadline, |st| {
+                if let Some(r) = st.done.remove(&id) {
+                    Some(r)
+                } else if !st.outstanding.contains(&id) {
+                    Some(Err(Error::UnknownRpc(id)))
+                } else {
+                    None
+                }
+            })
+    }
+
+    /// Waits for the next request (at most `timeout`, or for ever).
+    pub fn recv_request(&self, timeout: Option<Duration>) -> Result<Request, Error> {
+        self.recv_request_parts(timeout)
+            .map(|(id, message)| Queued { id, message }.into_request())
     }
 
     /// Sends the response to a request.

@@ -86,4 +86,4 @@ pub use async_api::AsyncEndpoint;
 pub use config::{Config, FaultInjection, Transport};
 pub use endpoint::{Endpoint, Request, RuntimeStats};
 pub use error::Error;
-pub use homa_core::{Metrics, RpcId};
+pub use homa_core::{Message, Metrics, RpcId};

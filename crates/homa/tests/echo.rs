@@ -122,3 +122,30 @@ fn echo_udp4_without_offload() {
     config.segmentation_offload = false;
     echo_sizes("udp4/no-offload", "127.0.0.1", Transport::Udp, config);
 }
+
+/// A large request and response collected in the packets they came in:
+/// several parts, the same bytes as the joined message.
+#[test]
+fn messages_collected_in_parts_hold_the_same_bytes() {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server = Endpoint::bind(any, Config::default()).unwrap();
+    let client = Endpoint::bind(any, Config::default()).unwrap();
+    let dest = server.local_addr();
+    let req = pattern(11, 200_000);
+    let s = server.clone();
+    let t = std::thread::spawn(move || {
+        let (id, message) = s.recv_request_parts(Some(CALL_TIMEOUT)).unwrap();
+        let parts = message.parts().len();
+        let bytes = message.into_bytes();
+        s.reply(id, bytes.clone()).unwrap();
+        (parts, bytes)
+    });
+    let id = client.send_request(dest, req.clone()).unwrap();
+    let response = client.recv_response_parts(id, Some(CALL_TIMEOUT)).unwrap();
+    let (server_parts, got) = t.join().unwrap();
+    assert_bytes(&req, &got, "request in parts");
+    assert!(server_parts > 1, "a 200 KB request came in one part");
+    assert!(response.parts().len() > 1);
+    assert_eq!(response.len(), req.len());
+    assert_bytes(&req, &response.to_vec(), "response in parts");
+}
