@@ -40,6 +40,10 @@ pub struct ClientOptions {
     /// `send_request`/`recv_any_response`, instead of `concurrency` threads
     /// each doing blocking `call`s.
     pub homa_pipelined: bool,
+    /// Homa only: each of the `concurrency` client threads binds its own
+    /// endpoint (as separate client processes would), instead of all
+    /// sharing one. The report's Homa metrics are then those of the first.
+    pub homa_endpoint_per_client: bool,
     /// Seed of the request-size sampling (worker i uses seed + i).
     pub seed: u64,
 }
@@ -61,6 +65,7 @@ impl ClientOptions {
             timeout: Duration::from_secs(5),
             homa_config: homa::Config::loopback(),
             homa_pipelined: false,
+            homa_endpoint_per_client: false,
             seed: 1,
         }
     }
@@ -79,6 +84,12 @@ impl ClientOptions {
         check_loopback(self.server)?;
         if self.concurrency == 0 {
             return Err(PerfError::Usage("--concurrency must be at least 1".into()));
+        }
+        if self.homa_endpoint_per_client && self.protocol != Protocol::Homa {
+            return Err(PerfError::Usage(
+                "--endpoint-per-client is for Homa only (TCP and UDP clients each have their own socket)"
+                    .into(),
+            ));
         }
         let limit = self.limit();
         if self.sizes.max() > limit {
@@ -212,15 +223,23 @@ fn run_homa(
         .run(params)
     } else {
         let clients = (0..opts.concurrency)
-            .map(|_| {
-                Box::new(HomaClient::new(
-                    endpoint.clone(),
+            .map(|i| {
+                let ep = if opts.homa_endpoint_per_client && i > 0 {
+                    homa_rpc::bind(
+                        homa_rpc::client_bind_addr(opts.server),
+                        endpoint.config().clone(),
+                    )?
+                } else {
+                    endpoint.clone()
+                };
+                Ok(Box::new(HomaClient::new(
+                    ep,
                     opts.server,
                     opts.timeout,
                     opts.response_size,
-                )) as Box<dyn RpcClient>
+                )) as Box<dyn RpcClient>)
             })
-            .collect();
+            .collect::<Result<Vec<_>, PerfError>>()?;
         run_closed_loop(clients, params)
     }
 }

@@ -161,6 +161,11 @@ struct ClientArgs {
     /// blocking calls.
     #[arg(long)]
     pipelined: bool,
+    /// Homa: each client thread has an endpoint of its own, as separate
+    /// client processes would (TCP's clients each have a connection),
+    /// instead of all sharing one.
+    #[arg(long, conflicts_with = "pipelined")]
+    endpoint_per_client: bool,
     /// Give up on an RPC after this many milliseconds (counted as an error).
     #[arg(long, default_value_t = 5_000)]
     timeout_ms: u64,
@@ -356,6 +361,7 @@ fn run(cli: Cli) -> Result<()> {
             opts.timeout = Duration::from_millis(a.timeout_ms.max(1));
             opts.homa_config = homa_config(a.config.as_ref())?;
             opts.homa_pipelined = a.pipelined;
+            opts.homa_endpoint_per_client = a.endpoint_per_client;
             opts.seed = a.seed;
             let report = run_client(&opts)?;
             if a.json {

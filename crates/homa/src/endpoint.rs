@@ -976,6 +976,7 @@ impl Inner {
     /// Moves core events to whoever waits for them (the parked threads to
     /// wake are left in `st.parked`).
     fn dispatch(&self, st: &mut State) {
+        st.parked.new_round();
         let mut any = false;
         while let Some(ev) = st.core.poll_event() {
             if !any {
@@ -1261,6 +1262,7 @@ impl Inner {
             match st.reader {
                 Reader::Nobody => {
                     st.reader = Reader::App;
+                    st.parked.set_reader(Some(what));
                     reading = true;
                     continue;
                 }
@@ -1292,6 +1294,7 @@ impl Inner {
         if reading {
             st.reader = Reader::Nobody;
             st.reader_free_since = Instant::now();
+            st.parked.set_reader(None);
             st.parked.wake_one();
             let woken = st.parked.take_woken();
             drop(st);

@@ -40,6 +40,14 @@ pub(crate) struct Parked {
     any_response: VecDeque<(Ticket, Thread)>,
     requests: VecDeque<(Ticket, Thread)>,
     woken: Woken,
+    /// What the application thread that reads the socket waits for: it
+    /// checks for it after each round of input, so the first such item of
+    /// a round is left to it instead of waking a parked thread that would
+    /// find nothing (with two server threads, every request woke the other
+    /// thread for nothing).
+    reader: Option<WaitFor>,
+    /// Whether this round's item for the reader is spoken for.
+    reader_served: bool,
 }
 
 impl Parked {
@@ -73,8 +81,34 @@ impl Parked {
         }
     }
 
-    /// A request was queued: wakes the thread that has waited longest.
+    /// An application thread waiting for `what` became the reader (or, with
+    /// `None`, the reader left).
+    pub(crate) fn set_reader(&mut self, what: Option<WaitFor>) {
+        self.reader = what;
+        self.reader_served = false;
+    }
+
+    /// A round of input begins: the reader will check again after it.
+    pub(crate) fn new_round(&mut self) {
+        self.reader_served = false;
+    }
+
+    /// Leaves this item to the reader if it waits for one like it and has
+    /// none this round.
+    fn for_reader(&mut self, what: WaitFor) -> bool {
+        if self.reader == Some(what) && !self.reader_served {
+            self.reader_served = true;
+            return true;
+        }
+        false
+    }
+
+    /// A request was queued: wakes the thread that has waited longest
+    /// (unless the reader, which waits for a request, will take it).
     pub(crate) fn request_ready(&mut self) {
+        if self.for_reader(WaitFor::Request) {
+            return;
+        }
         if let Some((_, t)) = self.requests.pop_front() {
             self.woken.push(t);
         }
@@ -86,7 +120,7 @@ impl Parked {
     pub(crate) fn response_ready(&mut self, id: RpcId, claimed: bool) {
         if let Some(v) = self.by_rpc.remove(&id) {
             self.woken.extend(v.into_iter().map(|(_, t)| t));
-        } else if !claimed {
+        } else if !claimed && !self.for_reader(WaitFor::AnyResponse) {
             if let Some((_, t)) = self.any_response.pop_front() {
                 self.woken.push(t);
             }
@@ -197,6 +231,36 @@ mod tests {
         p.leave(WaitFor::Request, b);
         p.request_ready();
         assert_eq!(woken(&mut p), 0);
+    }
+
+    #[test]
+    fn the_reader_takes_the_first_item_of_a_round_itself() {
+        let mut p = Parked::default();
+        p.enter(WaitFor::Request);
+        p.enter(WaitFor::Request);
+        p.set_reader(Some(WaitFor::Request));
+        p.new_round();
+        p.request_ready();
+        assert_eq!(woken(&mut p), 0, "the reader takes the first");
+        p.request_ready();
+        assert_eq!(woken(&mut p), 1, "a second one wakes a parked thread");
+        p.new_round();
+        p.request_ready();
+        assert_eq!(woken(&mut p), 0);
+        // A reader waiting for something else leaves nothing to itself.
+        p.set_reader(Some(WaitFor::Response(rpc(2))));
+        p.request_ready();
+        assert_eq!(woken(&mut p), 1);
+        p.set_reader(Some(WaitFor::AnyResponse));
+        p.enter(WaitFor::AnyResponse);
+        p.response_ready(rpc(4), false);
+        assert_eq!(woken(&mut p), 0);
+        p.response_ready(rpc(6), false);
+        assert_eq!(woken(&mut p), 1);
+        p.set_reader(None);
+        p.enter(WaitFor::Request);
+        p.request_ready();
+        assert_eq!(woken(&mut p), 1);
     }
 
     #[test]
