@@ -39,6 +39,7 @@ local RESEND_UPSTREAM_LEN = 36 -- upstream Linux build: RESEND without priority
 local T_DATA, T_GRANT, T_RESEND, T_RPC_UNKNOWN, T_BUSY = 0x10, 0x11, 0x12, 0x13, 0x14
 local T_CUTOFFS, T_FREEZE, T_NEED_ACK, T_ACK, T_MISMATCH = 0x15, 0x16, 0x17, 0x18, 0x1f
 local T_RTT_PROBE, T_RTT_RESPS = 0x1d, 0x1e
+local T_STREAM = 0x1c
 local RATIO_UNKNOWN = 0xFFFF
 
 local TYPE_NAMES = {
@@ -54,6 +55,7 @@ local TYPE_NAMES = {
     [T_MISMATCH] = "MISMATCH",
     [T_RTT_PROBE] = "RTT_PROBE",
     [T_RTT_RESPS] = "RTT_RESPS",
+    [T_STREAM] = "STREAM",
 }
 
 local TYPE_MEANING = {
@@ -69,6 +71,7 @@ local TYPE_MEANING = {
     [T_MISMATCH] = "homa-rs extension: I run the other design (Homa vs SIRD)",
     [T_RTT_PROBE] = "homa-rs extension (ByteDance mode): echo this nonce at once, to measure the RTT",
     [T_RTT_RESPS] = "homa-rs extension (ByteDance mode): the echo of an RTT_PROBE's nonce",
+    [T_STREAM] = "homa-rs extension (RPC streaming): open/accept/ack/reset a stream",
 }
 
 -- Bytes of header each type occupies (for DATA, before the message bytes).
@@ -85,6 +88,7 @@ local HEADER_LEN = {
     [T_MISMATCH] = COMMON_LEN,
     [T_RTT_PROBE] = COMMON_LEN + 14,
     [T_RTT_RESPS] = COMMON_LEN + 14,
+    [T_STREAM] = COMMON_LEN + 8,
 }
 
 -- The doff byte (offset 12): header length in 4-byte words, high nibble.
@@ -169,8 +173,8 @@ local f = {
         { "congested sender: holds at least its threshold of unspent credit", "not set" }, DATA_FLAG_CSN),
     data_flag_bytedance = ProtoField.bool("homa.data.flags.bytedance", "ByteDance", 8,
         { "sender runs ByteDance mode and answers RTT_PROBE", "not set" }, DATA_FLAG_BYTEDANCE),
-    data_flag_reserved = ProtoField.uint8("homa.data.flags.reserved", "Reserved", base.HEX, nil, 0xF0,
-        "Flag bits no implementation defines; zero"),
+    data_flag_reserved = ProtoField.uint8("homa.data.flags.reserved", "Reserved", base.HEX, nil, 0xC0,
+        "Flag bits no implementation defines; zero (0x10 stream, 0x20 FIN: RPC streaming)"),
     data_pad = ProtoField.bytes("homa.data.pad", "Pad", base.NONE, "Bytes 50-51; zero"),
     data_offset = ProtoField.uint32("homa.data.offset", "Offset", base.DEC, nil, nil,
         "Offset in the message of this packet's (segment's) first data byte"),
@@ -218,6 +222,17 @@ local f = {
         "The packet sender's link rate (Mbit/s); 0 = unknown"),
     rtt_unsched_ratio = ProtoField.uint16("homa.rtt.unsched_ratio", "Unscheduled ratio", base.DEC, nil, nil,
         "Share of the packet sender's incoming bytes that are unscheduled (thousandths); 65535 = not measured"),
+
+    -- STREAM
+    stream_op = ProtoField.uint8("homa.stream.op", "Op", base.DEC,
+        { [1] = "OPEN", [2] = "ACCEPT", [3] = "ACK", [4] = "RESET", [5] = "MISSING" }, nil,
+        "What the STREAM packet does"),
+    stream_next = ProtoField.uint16("homa.stream.next", "Next", base.DEC, nil, nil,
+        "ACK/MISSING: the next message expected (all below arrived)"),
+    stream_limit = ProtoField.uint16("homa.stream.limit", "Limit", base.DEC, nil, nil,
+        "The packet sender accepts messages below this (its receive window)"),
+    data_stream_seq = ProtoField.uint16("homa.data.stream_seq", "Stream sequence", base.DEC, nil, nil,
+        "Bytes 50-51 with the stream flag: the message's sequence number in its direction"),
 
     -- ACK
     ack_num_acks = ProtoField.uint16("homa.ack.num_acks", "Number of acks", base.DEC, nil, nil,
@@ -492,14 +507,19 @@ local function dissect_data(tvb, pinfo, tree, id, ctx)
         flags_item:add(f.data_flag_csn, tvb(49, 1))
         flags_item:add(f.data_flag_bytedance, tvb(49, 1))
         local r = flags_item:add(f.data_flag_reserved, tvb(49, 1))
-        if flags % 256 >= 16 then
-            r:add_proto_expert_info(e.reserved, string.format("Unknown DATA flag bits 0x%02x", flags - flags % 16))
+        if flags % 256 >= 64 then
+            r:add_proto_expert_info(e.reserved, string.format("Unknown DATA flag bits 0x%02x", flags - flags % 64))
         end
         if flags ~= 0 then
             flags_item:add_proto_expert_info(e.extension, "DATA flags are a homa-rs extension")
         end
     end
-    local pad_item = add_if(sub, f.data_pad, tvb, 50, 2)
+    local pad_item = nil
+    if flags and has(flags, 0x10) then
+        add_if(sub, f.data_stream_seq, tvb, 50, 2)
+    else
+        pad_item = add_if(sub, f.data_pad, tvb, 50, 2)
+    end
     if pad_item and not all_zero(tvb, 50, 2) then
         pad_item:add_proto_expert_info(e.reserved, "Pad bytes 50-51 are not zero")
     end
@@ -668,6 +688,17 @@ local function dissect_body(tvb, pinfo, tree, t, id, ctx)
             s = string.format("%s num_acks=%d", s, n)
             if #acks > 0 then s = s .. " acks=" .. table.concat(acks, ",") end
         end
+    elseif t == T_STREAM then
+        local op = u8(tvb, 28)
+        add_if(sub, f.stream_op, tvb, 28, 1)
+        local nx = u16(tvb, 30)
+        add_if(sub, f.stream_next, tvb, 30, 2)
+        local lim = u16(tvb, 32)
+        add_if(sub, f.stream_limit, tvb, 32, 2)
+        if op and nx and lim then
+            s = string.format("%s op=%d next=%d limit=%d", s, op, nx, lim)
+        end
+        tree:add_proto_expert_info(e.extension, "STREAM is a homa-rs extension (RPC streaming)")
     elseif t == T_MISMATCH then
         tree:add_proto_expert_info(e.extension, "MISMATCH is a homa-rs extension; Linux drops it")
     elseif t == T_RTT_PROBE or t == T_RTT_RESPS then

@@ -50,6 +50,7 @@ fn main() {
             retransmit: false,
             flags: 0,
             offset: 0,
+            stream_seq: 0,
         };
         let body = Body::Data {
             header,

@@ -229,6 +229,9 @@ pub struct Config {
     /// Most RPCs (client and server) in existence; a request beyond it is
     /// refused (client: an error; server: dropped, the client retries).
     pub max_rpcs: u32,
+    /// RPC streaming: each stream's receive window and send queue, in
+    /// messages (at most 16,384); 0 disables streams (an OPEN is refused).
+    pub stream_window: u16,
     /// Most server RPCs one client (address and port) may have at once.
     pub max_server_rpcs_per_peer: u32,
     /// Most peers remembered; idle ones are forgotten first.
@@ -315,6 +318,7 @@ impl Default for Config {
             ack_memory_ns: 2_000_000_000,
             peer_idle_ns: 60_000_000_000,
             max_rpcs: 131_072,
+            stream_window: 8,
             max_server_rpcs_per_peer: 16_384,
             max_peers: 65_536,
             tx_buffer_limit: 1 << 30,
@@ -489,6 +493,12 @@ impl Config {
             if v == 0 {
                 return err(format!("{name} must be at least 1"));
             }
+        }
+        if self.stream_window > 0x4000 {
+            return err(format!(
+                "stream_window ({}) must be at most 16384",
+                self.stream_window
+            ));
         }
         if self.tick_ns == 0 {
             return err("tick_ns must be at least 1".into());

@@ -64,6 +64,7 @@ pub mod policy;
 pub mod priority;
 pub mod rpc;
 pub mod srpt;
+pub mod stream;
 pub mod timers;
 
 pub use config::{ByteDanceConfig, Config, ConfigError, Design, Link, SirdConfig};
@@ -73,6 +74,7 @@ pub use message::Message;
 pub use metrics::{Metrics, PerType};
 pub use pacer::Pacer;
 pub use priority::PriorityPlan;
+pub use stream::{StreamError, StreamEvent};
 
 /// Time in nanoseconds since an origin the driver chooses.
 pub type Nanos = u64;

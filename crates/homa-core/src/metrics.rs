@@ -180,6 +180,28 @@ pub struct Metrics {
     pub rtt_invalid: u64,
     /// ByteDance mode: times a peer's unscheduled window changed.
     pub bytedance_window_changes: u64,
+    /// Streams this endpoint opened.
+    pub streams_opened: u64,
+    /// Streams peers opened with us (established).
+    pub streams_accepted: u64,
+    /// Stream OPENs refused (streams disabled or a limit).
+    pub streams_refused: u64,
+    /// Streams closed cleanly (both directions ended).
+    pub streams_closed: u64,
+    /// Streams that failed or were aborted.
+    pub streams_failed: u64,
+    /// Stream messages started (FINs included).
+    pub stream_messages_sent: u64,
+    /// Stream messages delivered to the application.
+    pub stream_messages_delivered: u64,
+    /// Stream packets that contradict the stream's state (no such stream
+    /// or not in that state, a sequence number never sent, a FIN with
+    /// bytes): dropped.
+    pub stream_invalid: u64,
+    /// Stream DATA of messages already delivered (late copies): dropped.
+    pub stream_stale: u64,
+    /// Stream DATA beyond our receive window: dropped.
+    pub stream_window_drops: u64,
     /// Control packets dropped because the driver did not poll.
     pub control_queue_drops: u64,
     /// Gauge: RPCs in existence (client and server).

@@ -5,6 +5,7 @@
 use crate::incoming::InMessage;
 use crate::outgoing::OutMessage;
 use crate::srpt;
+use crate::stream::{Handshake, StreamState};
 use crate::Nanos;
 use homa_wire::RESEND_ALL;
 
@@ -32,6 +33,9 @@ pub enum Phase {
         /// The response.
         response: OutMessage,
     },
+    /// Either side: a stream of messages in both directions
+    /// ([`crate::stream`]); its current messages are `msgout`/`msgin`.
+    Stream(Box<StreamState>),
 }
 
 impl Phase {
@@ -40,6 +44,7 @@ impl Phase {
         match self {
             Phase::Client { request, .. } => Some(request),
             Phase::Responding { response } => Some(response),
+            Phase::Stream(s) => s.out.as_ref(),
             _ => None,
         }
     }
@@ -49,6 +54,7 @@ impl Phase {
         match self {
             Phase::Client { request, .. } => Some(request),
             Phase::Responding { response } => Some(response),
+            Phase::Stream(s) => s.out.as_mut(),
             _ => None,
         }
     }
@@ -58,6 +64,7 @@ impl Phase {
         match self {
             Phase::Client { response, .. } => response.as_ref(),
             Phase::Receiving { request } => Some(request),
+            Phase::Stream(s) => s.inbound.as_ref(),
             _ => None,
         }
     }
@@ -67,6 +74,7 @@ impl Phase {
         match self {
             Phase::Client { response, .. } => response.as_mut(),
             Phase::Receiving { request } => Some(request),
+            Phase::Stream(s) => s.inbound.as_mut(),
             _ => None,
         }
     }
@@ -78,6 +86,7 @@ impl Phase {
             Phase::Receiving { .. } => "receiving",
             Phase::InService => "in service",
             Phase::Responding { .. } => "responding",
+            Phase::Stream(_) => "stream",
         }
     }
 }
@@ -230,6 +239,29 @@ impl Rpc {
             },
             Phase::Receiving { request } => Some(incoming(request)),
             Phase::InService => None,
+            // A stream waits for its handshake, then for its incoming
+            // message, then for the ack of its outgoing one (Wait::Ack: a
+            // NEED_ACK asks the peer to repeat its STREAM ACK). An idle
+            // stream waits for nothing (no keepalive).
+            Phase::Stream(s) => {
+                if s.handshake != Handshake::Open {
+                    Some(Wait::Ack)
+                } else if let Some(m) = &s.inbound {
+                    Some(incoming(m))
+                } else {
+                    match &s.out {
+                        Some(o) if !o.granted_all_sent() => None,
+                        Some(o) if !o.all_sent() => Some(Wait::Probe),
+                        Some(_) => Some(Wait::Ack),
+                        // Blocked by the peer's window: probe it (a lost
+                        // window update would otherwise stall the stream).
+                        None if !s.queue.is_empty() && s.out_next >= s.peer_limit => {
+                            Some(Wait::Ack)
+                        }
+                        None => None,
+                    }
+                }
+            }
             Phase::Responding { response } => {
                 if !response.granted_all_sent() {
                     None

@@ -416,6 +416,7 @@ impl Run {
                     retransmit: s.retransmit,
                     flags: self.data_flags(s.flags, s.cutoff_version),
                     offset,
+                    stream_seq: 0,
                 },
                 payload: &payload,
             },
@@ -447,6 +448,12 @@ impl Run {
                 unsched_ratio: s.cutoff_version,
             }),
             PacketType::NeedAck => Body::NeedAck,
+            PacketType::Stream => Body::Stream(homa_wire::StreamCtl {
+                op: homa_wire::StreamOp::from_code((s.a % 6) as u8)
+                    .unwrap_or(homa_wire::StreamOp::Ack),
+                next: s.b as u16,
+                limit: s.cutoff_version,
+            }),
             PacketType::Ack => Body::Ack {
                 acks: s.acks.iter().collect::<AckList>(),
             },

@@ -30,6 +30,9 @@ pub enum WireError {
     /// An ACK packet claims more than five ack entries.
     #[error("ACK packet claims {0} acks; at most 5 fit")]
     TooManyAcks(u16),
+    /// A STREAM packet names no known op.
+    #[error("STREAM packet with unknown op {0}")]
+    BadStreamOp(u8),
     /// The bytes of a DATA packet reach past the end of its message.
     #[error("DATA bytes {offset}..{end} lie outside a message of {message_length} bytes")]
     DataOutOfRange {
@@ -51,6 +54,7 @@ impl WireError {
             }
             WireError::UnknownType(_) => None,
             WireError::TooManyAcks(_) => Some(PacketType::Ack),
+            WireError::BadStreamOp(_) => Some(PacketType::Stream),
             WireError::DataOutOfRange { .. } => Some(PacketType::Data),
         }
     }

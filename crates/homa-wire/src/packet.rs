@@ -64,6 +64,17 @@ pub const DATA_FLAG_CSN: u8 = 0x04;
 /// this bit; Linux never sets it (nor reads it), so a Linux peer never sees
 /// an RTT_PROBE.
 pub const DATA_FLAG_BYTEDANCE: u8 = 0x08;
+/// Bit in the same byte: the DATA belongs to an RPC stream (an extension
+/// between homa-rs endpoints, see [`PacketType::Stream`]); its
+/// [`DataHeader::stream_seq`] is the message's sequence number in its
+/// direction. Sent only on a stream the peer accepted, so never to Linux.
+pub const DATA_FLAG_STREAM: u8 = 0x10;
+/// Bit in the same byte, with [`DATA_FLAG_STREAM`]: this message is the
+/// last its sender sends on the stream (end of stream in that direction).
+pub const DATA_FLAG_FIN: u8 = 0x20;
+/// Length of a STREAM packet: the common header, then op (u8), a zero
+/// byte, `next` (u16) and `limit` (u16), and two zero bytes.
+pub const STREAM_HEADER_LEN: usize = COMMON_HEADER_LEN + 8;
 /// Unscheduled ratio meaning "not measured yet" in RTT_PROBE / RTT_RESPS.
 pub const RATIO_UNKNOWN: u16 = 0xFFFF;
 
@@ -81,6 +92,7 @@ const OFF_ACK: usize = 36;
 const OFF_CUTOFF_VERSION: usize = 46;
 const OFF_RETRANSMIT: usize = 48;
 const OFF_FLAGS: usize = 49;
+const OFF_STREAM_SEQ: usize = 50;
 const OFF_DATA_OFFSET: usize = 52;
 
 /// The kinds of Homa packet and their type codes (byte 11).
@@ -115,13 +127,18 @@ pub enum PacketType {
     /// ByteDance mode: the answer to an RTT_PROBE, echoing its nonce, with
     /// the responder's link rate and unscheduled ratio. An extension.
     RttResps = 0x1e,
+    /// RPC streaming: open/accept a stream, acknowledge its messages (with
+    /// the receive window), or reset it. An extension between homa-rs
+    /// endpoints: a Linux peer drops it (unknown type) and never gets
+    /// stream DATA, which is sent only after the peer accepted the stream.
+    Stream = 0x1c,
 }
 
 impl PacketType {
     /// Number of packet types. Adding a variant to [`PacketType`] forces
     /// [`PacketType::index`] (an exhaustive match) to be extended, and the
     /// length of [`PacketType::ALL`] must then be raised with this count.
-    pub const COUNT: usize = 12;
+    pub const COUNT: usize = 13;
 
     /// Every packet type, in code order.
     pub const ALL: [PacketType; Self::COUNT] = [
@@ -137,6 +154,7 @@ impl PacketType {
         PacketType::RttProbe,
         PacketType::RttResps,
         PacketType::Mismatch,
+        PacketType::Stream,
     ];
 
     /// The type with this code, if any.
@@ -164,6 +182,7 @@ impl PacketType {
             PacketType::RttProbe => 9,
             PacketType::RttResps => 10,
             PacketType::Mismatch => 11,
+            PacketType::Stream => 12,
         }
     }
 
@@ -182,6 +201,7 @@ impl PacketType {
             PacketType::Mismatch => "MISMATCH",
             PacketType::RttProbe => "RTT_PROBE",
             PacketType::RttResps => "RTT_RESPS",
+            PacketType::Stream => "STREAM",
         }
     }
 
@@ -194,6 +214,7 @@ impl PacketType {
             PacketType::Cutoffs => COMMON_HEADER_LEN + 4 * MAX_PRIORITIES + 2,
             PacketType::Ack => COMMON_HEADER_LEN + 2 + MAX_ACKS * ACK_ENTRY_LEN,
             PacketType::RttProbe | PacketType::RttResps => RTT_HEADER_LEN,
+            PacketType::Stream => STREAM_HEADER_LEN,
             PacketType::RpcUnknown
             | PacketType::Busy
             | PacketType::Freeze
@@ -403,6 +424,10 @@ pub struct DataHeader {
     pub flags: u8,
     /// Offset in the message of this packet's first data byte.
     pub offset: u32,
+    /// With [`DATA_FLAG_STREAM`]: the message's sequence number in its
+    /// direction of the stream (bytes 50-51, pad that Linux writes as zero
+    /// and never reads); 0 otherwise.
+    pub stream_seq: u16,
 }
 
 /// What follows the common header, by packet type.
@@ -460,6 +485,59 @@ pub enum Body<'a> {
     RttProbe(RttInfo),
     /// ByteDance mode: the echo of a probe's `nonce`.
     RttResps(RttInfo),
+    /// RPC streaming control (see [`StreamCtl`]).
+    Stream(StreamCtl),
+}
+
+/// What a STREAM packet does.
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StreamOp {
+    /// Client to server: open a stream on this RPC id; `limit` is the
+    /// client's receive window (the server may send messages below it).
+    #[default]
+    Open = 1,
+    /// Server to client: the stream is accepted; `limit` is the server's
+    /// receive window.
+    Accept = 2,
+    /// Every message below `next` arrived whole; messages below `limit`
+    /// may be sent (the receive window, moved by the application reading).
+    Ack = 3,
+    /// The stream is aborted: the receiver drops it and fails what waits.
+    Reset = 4,
+    /// An [`StreamOp::Ack`] in answer to NEED_ACK, from a receiver that has
+    /// no byte of message `next`: a message lost whole draws no RESEND, so
+    /// its sender sends it again.
+    Missing = 5,
+}
+
+impl StreamOp {
+    /// The op with this code, if any.
+    pub fn from_code(code: u8) -> Option<StreamOp> {
+        [
+            StreamOp::Open,
+            StreamOp::Accept,
+            StreamOp::Ack,
+            StreamOp::Reset,
+            StreamOp::Missing,
+        ]
+        .into_iter()
+        .find(|o| *o as u8 == code)
+    }
+}
+
+/// The body of a STREAM packet. Sequence numbers are the low 16 bits of
+/// per-direction message counters, compared modulo 2^16 (a window is far
+/// smaller than 2^15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct StreamCtl {
+    /// What the packet does.
+    pub op: StreamOp,
+    /// [`StreamOp::Ack`]: the next message expected (all below arrived).
+    pub next: u16,
+    /// The sender of this packet accepts messages with a sequence number
+    /// below this (its receive window).
+    pub limit: u16,
 }
 
 /// The body of RTT_PROBE and RTT_RESPS (ByteDance mode).
@@ -492,6 +570,7 @@ impl Body<'_> {
             Body::Ack { .. } => PacketType::Ack,
             Body::RttProbe(_) => PacketType::RttProbe,
             Body::RttResps(_) => PacketType::RttResps,
+            Body::Stream(_) => PacketType::Stream,
         }
     }
 }
@@ -549,6 +628,7 @@ impl<'a> Packet<'a> {
                         u32::MAX => be32(buf, OFF_SEQUENCE),
                         offset => offset,
                     },
+                    stream_seq: be16(buf, OFF_STREAM_SEQ),
                 };
                 let payload = &buf[DATA_HEADER_LEN..];
                 let end = header.offset as u64 + payload.len() as u64;
@@ -603,6 +683,11 @@ impl<'a> Packet<'a> {
             }
             PacketType::RttProbe => Body::RttProbe(RttInfo::read(&buf[b..])),
             PacketType::RttResps => Body::RttResps(RttInfo::read(&buf[b..])),
+            PacketType::Stream => Body::Stream(StreamCtl {
+                op: StreamOp::from_code(buf[b]).ok_or(WireError::BadStreamOp(buf[b]))?,
+                next: be16(buf, b + 2),
+                limit: be16(buf, b + 4),
+            }),
         };
         Ok(Packet { common, body })
     }
@@ -664,6 +749,13 @@ impl<'a> Packet<'a> {
                 }
             }
             Body::RttProbe(info) | Body::RttResps(info) => info.write(out),
+            Body::Stream(c) => {
+                out.put_u8(c.op as u8);
+                out.put_u8(0);
+                out.put_u16(c.next);
+                out.put_u16(c.limit);
+                out.put_u16(0);
+            }
         }
     }
 
@@ -700,7 +792,8 @@ fn emit_data_body(h: &DataHeader, out: &mut impl BufMut) {
     h.ack.write(out);
     out.put_u16(h.cutoff_version);
     out.put_u8(h.retransmit as u8);
-    out.put_slice(&[h.flags, 0, 0]);
+    out.put_u8(h.flags);
+    out.put_u16(h.stream_seq);
     out.put_u32(h.offset);
 }
 

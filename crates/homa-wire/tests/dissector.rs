@@ -63,6 +63,9 @@ const FIELDS: &[&str] = &[
     "homa.rtt.nonce",
     "homa.rtt.link_mbps",
     "homa.rtt.unsched_ratio",
+    "homa.stream.op",
+    "homa.stream.next",
+    "homa.stream.limit",
     "homa.gso.format",
     "homa.gso.segments",
     "homa.gso.segment_size",
@@ -266,6 +269,16 @@ fn expect_packet(p: &Packet<'_>) -> (BTreeMap<&'static str, String>, String, Vec
             };
             format!("{name} id={id} link={}Mbps ratio={ratio}", info.link_mbps)
         }
+        Body::Stream(c) => {
+            e.set("homa.stream.op", c.op as u8);
+            e.set("homa.stream.next", c.next);
+            e.set("homa.stream.limit", c.limit);
+            experts.push("STREAM is a homa-rs extension (RPC streaming)".into());
+            format!(
+                "{name} id={id} op={} next={} limit={}",
+                c.op as u8, c.next, c.limit
+            )
+        }
         Body::RpcUnknown | Body::Busy | Body::Freeze | Body::NeedAck => format!("{name} id={id}"),
     };
     (e.fields, info, experts)
@@ -384,6 +397,7 @@ fn samples(c: u16, s: u16) -> Vec<Packet<'static>> {
                 retransmit: false,
                 flags: 0,
                 offset: 1_416,
+                stream_seq: 0,
             },
             &PAYLOAD[..100],
         ),
@@ -502,6 +516,14 @@ fn samples(c: u16, s: u16) -> Vec<Packet<'static>> {
                 nonce: 0x0123_4567_89AB_CDEF,
                 link_mbps: 100_000,
                 unsched_ratio: RATIO_UNKNOWN,
+            }),
+        ),
+        ctl(
+            client(c, s),
+            Body::Stream(homa_wire::StreamCtl {
+                op: homa_wire::StreamOp::Ack,
+                next: 3,
+                limit: 11,
             }),
         ),
     ]
@@ -1211,6 +1233,9 @@ fn malformed_and_truncated() {
                 e.set("homa.sender_id", CLIENT_ID | (p.common.sender_id & 1));
                 if matches!(ty, PacketType::RttProbe | PacketType::RttResps) {
                     e = e.expert("is a homa-rs extension (ByteDance mode)");
+                }
+                if ty == PacketType::Stream {
+                    e = e.expert("STREAM is a homa-rs extension (RPC streaming)");
                 }
             }
             frames.push(frame(raw, &bytes[..cut], e));

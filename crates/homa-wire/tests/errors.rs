@@ -35,6 +35,7 @@ fn sample_packets() -> Vec<Packet<'static>> {
                 retransmit: true,
                 flags: 0,
                 offset: 2000,
+                stream_seq: 0,
             },
             payload: PAYLOAD,
         },

@@ -111,6 +111,7 @@ fn data_body() -> impl Strategy<Value = OwnedBody> {
                     retransmit,
                     flags,
                     offset,
+                    stream_seq: 0,
                 };
                 OwnedBody::Data(header, payload)
             },

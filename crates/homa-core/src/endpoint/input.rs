@@ -15,7 +15,7 @@ use crate::Nanos;
 use bytes::Bytes;
 use homa_wire::{
     AckEntry, AckList, Body, DataHeader, Packet, DATA_FLAG_CSN, DATA_FLAG_INCAST, DATA_FLAG_SIRD,
-    MAX_ACKS, RESEND_ALL,
+    DATA_FLAG_STREAM, MAX_ACKS, RESEND_ALL,
 };
 use std::net::{IpAddr, SocketAddr};
 use tracing::{debug, trace};
@@ -84,6 +84,7 @@ impl Endpoint {
             Body::Mismatch => self.handle_mismatch(now, id),
             Body::RttProbe(info) => self.handle_rtt_probe(now, peer, &info),
             Body::RttResps(info) => self.handle_rtt_resps(now, peer, &info),
+            Body::Stream(c) => self.handle_stream_ctl(now, id, c),
             Body::NeedAck => self.handle_need_ack(now, id),
             Body::Ack { acks } => {
                 if packet.common.sender_id & 1 == 0 && packet.common.sender_id != 0 {
@@ -129,7 +130,11 @@ impl Endpoint {
             self.queue_control(id, Body::Mismatch);
             return;
         }
-        if id.is_client() {
+        if h.flags & DATA_FLAG_STREAM != 0 {
+            if !self.stream_data_admit(now, id, h) {
+                return;
+            }
+        } else if id.is_client() {
             if !self.rpcs.get(&id).is_some_and(Rpc::is_client) {
                 self.metrics.unknown_rpc_packets += 1;
                 return;
@@ -415,6 +420,9 @@ impl Endpoint {
     /// A whole message arrived: hand it to the application.
     fn complete_msgin(&mut self, now: Nanos, id: RpcId) {
         let rpc = self.rpcs.get_mut(&id).expect("present");
+        if matches!(rpc.phase, Phase::Stream(_)) {
+            return self.stream_msgin_complete(now, id);
+        }
         let m = match &mut rpc.phase {
             Phase::Client { response, .. } => response.take().expect("complete response"),
             Phase::Receiving { .. } => {
@@ -607,6 +615,9 @@ impl Endpoint {
     }
 
     fn handle_unknown(&mut self, now: Nanos, id: RpcId) {
+        if self.stream_unknown(now, id) {
+            return;
+        }
         let Some(rpc) = self.rpcs.get_mut(&id) else {
             self.metrics.unknown_rpc_packets += 1;
             return;
@@ -646,6 +657,9 @@ impl Endpoint {
     /// no state for together), so a flood of NEED_ACKs with a forged source
     /// buys a bounded trickle of ACKs.
     fn handle_need_ack(&mut self, now: Nanos, id: RpcId) {
+        if self.stream_need_ack(id) {
+            return;
+        }
         if !id.is_client() {
             self.metrics.invalid_dropped += 1;
             return;
@@ -739,7 +753,7 @@ impl Endpoint {
         if let Some(p) = self.peers.get_mut(&id.peer) {
             p.unreachable_since = Some(now);
         }
-        if id.is_client() {
+        if id.is_client() || self.is_stream(&id) {
             self.fail_client_rpc(now, id, RpcError::PeerDead);
         } else {
             let seen = self

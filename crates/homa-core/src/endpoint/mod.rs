@@ -22,6 +22,7 @@ mod input;
 mod output;
 mod receiver;
 mod sender;
+mod stream;
 mod timer;
 
 pub use diag::RpcSnapshot;
@@ -71,6 +72,9 @@ pub struct Endpoint {
     sender: Sender,
     acked: AckMemory,
     events: VecDeque<Event>,
+    /// Stream events ([`crate::stream::StreamEvent`]), apart from `events`
+    /// so that drivers without streams see no new `Event` variant.
+    stream_events: VecDeque<crate::stream::StreamEvent>,
     client_rpcs: usize,
     /// Deadline of the idle-peer sweep, if filed.
     sweep_timer: Option<Nanos>,
@@ -144,6 +148,7 @@ impl Endpoint {
             stray_need_ack_replies: 0,
             acked: AckMemory::default(),
             events: VecDeque::new(),
+            stream_events: VecDeque::new(),
             client_rpcs: 0,
             bytedance: bytedance::ByteDance::new(seed),
             metrics: Metrics::default(),
@@ -400,6 +405,7 @@ impl Endpoint {
     /// Frees an RPC and everything filed under it.
     fn remove_rpc(&mut self, now: Nanos, id: RpcId) -> Option<Rpc> {
         let mut rpc = self.rpcs.remove(&id)?;
+        self.stream_removed(&rpc);
         self.sender.forget(id, &mut rpc);
         self.receiver.forget(id, &mut rpc);
         self.timers.cancel(Timer::Rpc(id), rpc.timer.take());
@@ -432,6 +438,9 @@ impl Endpoint {
     }
 
     fn fail_client_rpc(&mut self, now: Nanos, id: RpcId, error: RpcError) {
+        if self.stream_failed_hook(now, id, error) {
+            return;
+        }
         if self.remove_rpc(now, id).is_some() {
             self.metrics.rpcs_failed += 1;
             self.events.push_back(Event::Failed { rpc: id, error });

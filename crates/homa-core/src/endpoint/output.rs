@@ -105,6 +105,7 @@ impl Endpoint {
         let rpc = self.rpcs.get_mut(&id)?;
         let is_client = matches!(rpc.phase, Phase::Client { .. });
         let incast = rpc.incast && is_client;
+        let (stream_flags, stream_seq) = super::stream::data_fields(&rpc.phase);
         let m = rpc.phase.msgout_mut()?;
         let chunk = m.next_chunk(max_payload)?;
         self.sender.policy.on_data_sent();
@@ -137,8 +138,10 @@ impl Endpoint {
             retransmit: chunk.retransmit,
             flags: self.sender.policy.data_flags(self.sender.unspent_credit)
                 | if incast { DATA_FLAG_INCAST } else { 0 }
-                | self.bytedance_data_flag(),
+                | self.bytedance_data_flag()
+                | stream_flags,
             offset: chunk.offset,
+            stream_seq,
         };
         let common = CommonHeader {
             sport: self.local.port(),

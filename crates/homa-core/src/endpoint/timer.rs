@@ -233,8 +233,10 @@ impl Endpoint {
         self.metrics.timeouts += (wait != Wait::Ack) as u64;
         match wait {
             Wait::Ack => {
-                self.metrics.need_acks_sent += 1;
-                self.queue_control(id, Body::NeedAck);
+                if !self.stream_handshake_round(id) {
+                    self.metrics.need_acks_sent += 1;
+                    self.queue_control(id, Body::NeedAck);
+                }
             }
             Wait::Data => {
                 let m = rpc.phase.msgin().expect("waits for data");
@@ -291,6 +293,9 @@ impl Endpoint {
     fn give_up(&mut self, now: Nanos, id: RpcId, wait: Wait) -> bool {
         trace!(%id, ?wait, "giving up on a silent peer");
         self.metrics.peers_dead += 1;
+        if self.stream_give_up(now, id) {
+            return true;
+        }
         if id.is_client() {
             self.fail_client_rpc(now, id, RpcError::PeerDead);
             return true;

@@ -1507,3 +1507,4 @@ fn idle_peers_are_forgotten() {
 mod bytedance;
 mod linux;
 mod sird;
+mod stream;
