@@ -76,7 +76,7 @@ pub struct Entry {
     pub bg_queue_mean: f64,
     /// Peak queue of a background downlink (bytes).
     pub bg_queue_peak: u64,
-    /// Per-class detected paths (heterogeneous runs in the mode).
+    /// Per-class detected paths (runs in the mode).
     pub peers: Vec<PeerPath>,
     /// Wall time of the run (s).
     pub wall_s: f64,
@@ -121,25 +121,53 @@ fn scenario(label: &str, workload: &str, load: f64, messages: u64, bd: bool) -> 
     s
 }
 
-fn mode(bd: bool) -> &'static str {
-    if bd {
+/// The mode name of stock Homa with 4 × RTTbytes of unscheduled bytes
+/// and grant window.
+pub const STOCK_4X: &str = "stock 4x RTTbytes";
+
+/// RTTbytes of [`base_topology`].
+pub fn nominal_rtt_bytes() -> u32 {
+    Topology::new(base_topology())
+        .map(|t| t.rtt_bytes() as u32)
+        .unwrap_or(1)
+}
+
+fn mode(s: &Scenario) -> &'static str {
+    if s.homa.bytedance.enabled {
         "bytedance"
+    } else if s.label == STOCK_4X {
+        STOCK_4X
     } else {
         "stock"
     }
 }
 
+/// Coexistence cases: (name, switch priorities on, port buffer).
+pub const COEXISTENCE_CASES: [(&str, bool, Option<u64>); 3] = [
+    ("one FIFO", false, None),
+    ("one FIFO, 200 KB buffer", false, Some(200_000)),
+    ("8 priorities, flow at 0", true, None),
+];
+
 /// Every run: (experiment, case, scenario).
 pub fn plan() -> Vec<(Experiment, String, Scenario)> {
     let mut v = Vec::new();
     for size in FIXED_SIZES {
-        // About 1.5 M data packets per run.
-        let messages = (1_500_000 / size.div_ceil(1_400)).min(20_000);
+        // At most about 3 M data packets per run.
+        let messages = (3_000_000 / size.div_ceil(1_400)).min(20_000);
+        let case = format!("{} KB", size / 1000);
         for bd in [false, true] {
-            let case = format!("{} KB", size / 1000);
             let s = scenario(&case, &format!("fixed:{size}"), 0.5, messages, bd);
-            v.push((Experiment::FixedSizes, case, s));
+            v.push((Experiment::FixedSizes, case.clone(), s));
         }
+        // Stock Homa with a static window as large as the mode's on a clear
+        // path: separates "bigger windows" from "detected windows".
+        let mut s = scenario(&case, &format!("fixed:{size}"), 0.5, messages, false);
+        let big = 4 * nominal_rtt_bytes();
+        s.homa.unsched_bytes = Some(big);
+        s.homa.grant_window = Some(big);
+        s.label = STOCK_4X.into();
+        v.push((Experiment::FixedSizes, case, s));
     }
     for bd in [false, true] {
         let mut s = scenario("hetero", "w4", 0.5, 20_000, bd);
@@ -158,12 +186,13 @@ pub fn plan() -> Vec<(Experiment, String, Scenario)> {
         ];
         v.push((Experiment::Heterogeneous, "w4, 50%".into(), s));
     }
-    for (case, priorities) in [("one FIFO", false), ("8 priorities, flow at 0", true)] {
+    for (case, priorities, buffer) in COEXISTENCE_CASES {
         for bd in [false, true] {
             let mut s = scenario(case, "w5", 0.3, 3_000, bd);
             s.traffic.max_message = Some(1_000_000);
             s.buckets = 5;
             s.switch.priorities = priorities;
+            s.switch.buffer_bytes = buffer;
             s.traffic.background = vec![BackgroundFlow {
                 hosts: "0-31".into(),
                 gbps: BG_GBPS,
@@ -176,10 +205,10 @@ pub fn plan() -> Vec<(Experiment, String, Scenario)> {
 }
 
 /// Host classes of the heterogeneous network.
-fn class_of(h: u32) -> &'static str {
+fn class_of(h: u32, hetero: bool) -> &'static str {
     match h {
-        0..=7 => "far",
-        8..=15 => "fast",
+        0..=7 if hetero => "far",
+        8..=15 if hetero => "fast",
         _ => "nominal",
     }
 }
@@ -194,6 +223,7 @@ fn probe_frame(topo: &Topology) -> u32 {
 /// Detected vs true paths, per ordered pair of host classes.
 fn peer_paths(sim: &Simulation<Homa>) -> Vec<PeerPath> {
     let topo = sim.topology();
+    let hetero = topo.heterogeneous();
     let probe = probe_frame(topo);
     let full = topo.config.packetization.max_frame();
     let min = topo.config.packetization.min_frame;
@@ -212,15 +242,17 @@ fn peer_paths(sim: &Simulation<Homa>) -> Vec<PeerPath> {
             let rate = topo.host_bps_of(a).min(topo.host_bps_of(b)) as f64 / 1e6;
             let true_rtt = topo.pair_latency(&[full], a, b) + topo.pair_latency(&[min], b, a);
             let probe_rtt = topo.pair_latency(&[probe], a, b) + topo.pair_latency(&[probe], b, a);
-            acc.entry((class_of(a), class_of(b))).or_default().push([
-                p.rtt.min_ns as f64,
-                p.rtt.recent_ns as f64,
-                probe_rtt as f64 / 1e3,
-                p.rtt.min_ns as f64 * mbps / 8_000.0,
-                true_rtt as f64 / 1e3 * rate / 8_000.0,
-                p.last_unsched_window as f64,
-                1.0,
-            ]);
+            acc.entry((class_of(a, hetero), class_of(b, hetero)))
+                .or_default()
+                .push([
+                    p.rtt.min_ns as f64,
+                    p.rtt.recent_ns as f64,
+                    probe_rtt as f64 / 1e3,
+                    p.rtt.min_ns as f64 * mbps / 8_000.0,
+                    true_rtt as f64 / 1e3 * rate / 8_000.0,
+                    p.last_unsched_window as f64,
+                    1.0,
+                ]);
         }
     }
     acc.into_iter()
@@ -257,7 +289,7 @@ pub fn run(out: &Path, force: bool) -> Result<PathBuf> {
     let mut entries = Vec::with_capacity(plan.len());
     for (experiment, case, s) in plan {
         let bd = s.homa.bytedance.enabled;
-        let what = format!("{experiment:?} {case} {}", mode(bd));
+        let what = format!("{experiment:?} {case} {}", mode(&s));
         progress.set_current(&what);
         let c = super::work(&s);
         let t = Instant::now();
@@ -266,14 +298,17 @@ pub fn run(out: &Path, force: bool) -> Result<PathBuf> {
         let mut cb = |completed: u64, messages: u64| {
             progress.set_done(done + c * completed as f64 / messages.max(1) as f64);
         };
-        let hetero = experiment == Experiment::Heterogeneous && bd;
-        let (mut report, peers) = sim.run_inspect(Some(&mut cb), |sim| {
-            if hetero {
-                peer_paths(sim)
-            } else {
-                Vec::new()
-            }
-        });
+        let (mut report, peers) =
+            sim.run_inspect(
+                Some(&mut cb),
+                |sim| {
+                    if bd {
+                        peer_paths(sim)
+                    } else {
+                        Vec::new()
+                    }
+                },
+            );
         let hosts = base_topology().racks * base_topology().hosts_per_rack;
         let bg: Vec<_> = report
             .ports
@@ -294,7 +329,7 @@ pub fn run(out: &Path, force: bool) -> Result<PathBuf> {
         );
         entries.push(Entry {
             experiment,
-            mode: mode(bd).into(),
+            mode: mode(&s).into(),
             case,
             scenario: s,
             report,
