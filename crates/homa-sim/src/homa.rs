@@ -61,6 +61,8 @@ pub struct HomaConfig {
     /// Message sizes a receiver must have seen before its measured cutoffs
     /// replace the defaults.
     pub cutoff_min_samples: u32,
+    /// ByteDance mode (`[homa.bytedance]`; off by default).
+    pub bytedance: crate::bytedance::ByteDanceSimConfig,
 }
 
 impl Default for HomaConfig {
@@ -77,6 +79,7 @@ impl Default for HomaConfig {
             cutoffs: CutoffSource::Workload,
             cutoff_update_interval_us: 1_000.0,
             cutoff_min_samples: 200,
+            bytedance: Default::default(),
         }
     }
 }
@@ -179,6 +182,7 @@ impl HomaConfig {
         // A server must remember acknowledged RPCs longer than a client can
         // be silent; keep the core's rule satisfied for any tick setting.
         c.ack_memory_ns = c.ack_memory_ns.max(c.dead_peer_ns() + c.tick_ns);
+        self.bytedance.apply(&mut c);
         c
     }
 
@@ -493,6 +497,11 @@ impl Transport for HomaHost {
             ("resends_duplicate", m.resends_duplicate),
             ("timeouts_postponed_busy", m.timeouts_postponed_busy),
             ("ce_marked_received", self.ce_received),
+            ("rtt_probes_sent", m.rtt_probes_sent),
+            ("rtt_probes_answered", m.rtt_probes_answered),
+            ("rtt_responses", m.rtt_responses),
+            ("rtt_invalid", m.rtt_invalid),
+            ("bytedance_window_changes", m.bytedance_window_changes),
         ]
     }
 }

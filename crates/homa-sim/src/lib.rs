@@ -11,8 +11,11 @@
 //! a few hosts without a network model, for unit tests.
 #![deny(missing_docs)]
 
+pub mod background;
+pub mod bytedance;
 pub mod engine;
 pub mod homa;
+pub mod links;
 pub mod output;
 pub mod pfabric;
 pub mod plot;

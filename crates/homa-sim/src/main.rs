@@ -92,6 +92,8 @@ enum Set {
     Thesis,
     /// The SIRD paper's simulations.
     Sird,
+    /// ByteDance mode's claims (issue 14) in the simulator.
+    Bytedance,
 }
 
 #[derive(Args, Clone)]
@@ -152,6 +154,10 @@ struct RunArgs {
     /// [default: the core's, 8, or the scenario's].
     #[arg(long)]
     overcommit: Option<u32>,
+    /// Homa with ByteDance mode on (per-peer RTT probes and windows;
+    /// the scenario key `homa.bytedance.enabled`).
+    #[arg(long)]
+    bytedance: bool,
     /// Label for reports [default: none, or the scenario's].
     #[arg(long)]
     label: Option<String>,
@@ -227,6 +233,9 @@ fn scenario_from(a: &RunArgs) -> Result<Scenario> {
     }
     if let Some(v) = a.overcommit {
         s.homa.max_overcommit = Some(v);
+    }
+    if a.bytedance {
+        s.homa.bytedance.enabled = true;
     }
     if let Some(v) = &a.label {
         s.label = v.clone();
@@ -445,6 +454,15 @@ fn reproduce_cmd(r: ReproduceArgs) -> Result<()> {
                 force: r.force,
             };
             let path = reproduce::sird::run(&out, &o)?;
+            println!("wrote {}", path.display());
+        }
+        Set::Bytedance => {
+            if r.quick || r.messages.is_some() || r.jobs.is_some() || r.small {
+                bail!("reproduce bytedance takes --out and --force only");
+            }
+            let out = r.out.unwrap_or_else(|| PathBuf::from("docs/results"));
+            cli::check_output_dir("--out", &out)?;
+            let path = reproduce::bytedance::run(&out, r.force)?;
             println!("wrote {}", path.display());
         }
         Set::Thesis => {

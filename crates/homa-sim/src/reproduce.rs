@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+pub mod bytedance;
+mod bytedance_report;
 mod markdown;
 pub mod sird;
 pub mod sird_preset;

@@ -87,6 +87,9 @@ pub struct Traffic {
     pub incast: IncastConfig,
     /// Incast overlay on Poisson traffic; `None` = none.
     pub overlay: Option<OverlayConfig>,
+    /// Constant-rate background flows into chosen hosts' downlinks
+    /// (`[[traffic.background]]`, [`crate::background`]); none by default.
+    pub background: Vec<crate::background::BackgroundFlow>,
 }
 
 impl Default for Traffic {
@@ -98,6 +101,7 @@ impl Default for Traffic {
             max_message: None,
             incast: IncastConfig::default(),
             overlay: None,
+            background: Vec::new(),
         }
     }
 }
@@ -287,6 +291,19 @@ impl Scenario {
                 "homa.num_priorities must be 1..=8, got {}",
                 self.homa.num_priorities
             ));
+        }
+        self.homa
+            .bytedance
+            .validate()
+            .map_err(ScenarioError::Invalid)?;
+        if self.homa.bytedance.enabled && self.protocol != ProtocolChoice::Homa {
+            return bad(format!(
+                "homa.bytedance.enabled is a mode of protocol homa, not {}",
+                self.protocol
+            ));
+        }
+        for b in &self.traffic.background {
+            b.validate().map_err(ScenarioError::Invalid)?;
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! The simulation: hosts running a transport, a leaf–spine network of
 //! egress ports, traffic generation, and measurement.
 
+use crate::background::{self, Background};
 use crate::engine::EventQueue;
 use crate::port::{Admit, Discipline, Port, Queued};
 use crate::report::{Bucket, PortReport, QueueStats, RunReport, SlowdownStats, SwitchQueueStats};
@@ -57,6 +58,8 @@ enum Ev {
     IncastRound(u32),
     /// A round of the incast overlay starts.
     OverlayRound,
+    /// Background flow `i` sends its next frame.
+    Background(u32),
 }
 
 /// One generated message.
@@ -66,6 +69,8 @@ struct Message {
     start: Time,
     end: Option<Time>,
     same_rack: bool,
+    src: HostId,
+    dst: HostId,
     /// Part of the incast overlay (not measured, not counted in `to_generate`).
     overlay: bool,
 }
@@ -160,6 +165,8 @@ pub struct Simulation<P: Protocol + Clone> {
     overlay_rng: ChaCha8Rng,
     /// Whole-switch buffer occupancy.
     switches: Switches,
+    /// Constant-rate background flows into downlinks.
+    background: Background,
 }
 
 struct WindowSnapshot {
@@ -248,19 +255,28 @@ impl<P: Protocol + Clone> Simulation<P> {
             .or_else(|| protocol.default_buffer_bytes(&env));
         let mut ports = Vec::with_capacity(topo.num_ports());
         let mut hop_delay = Vec::with_capacity(topo.num_ports());
-        for (kind, bps, next) in topo.ports() {
+        for (i, (kind, bps, next)) in topo.ports().into_iter().enumerate() {
             let (d, b, e) = if kind == PortKind::HostNic {
                 (Discipline::Fifo, None, None)
             } else {
                 (queue, buffer, scenario.switch.ecn_threshold_bytes)
             };
             ports.push(Port::new(kind, bps, next, d, b, e));
-            hop_delay.push(topo.hop_delay(kind));
+            hop_delay.push(topo.port_hop_delay(i, kind));
         }
         let mut hosts = Vec::with_capacity(topo.hosts as usize);
         for h in 0..topo.hosts {
+            // A host whose link rate is overridden configures itself for
+            // its own link; RTTbytes stays the network's nominal one.
+            let transport = if topo.host_bps_of(h) == topo.host_bps {
+                protocol.build_host(h, &env)?
+            } else {
+                let mut own = env.clone();
+                own.host_link_bps = topo.host_bps_of(h);
+                protocol.build_host(h, &own)?
+            };
             hosts.push(Host {
-                transport: protocol.build_host(h, &env)?,
+                transport,
                 timer_at: None,
                 timer_scheduled: None,
                 wasting: false,
@@ -269,6 +285,8 @@ impl<P: Protocol + Clone> Simulation<P> {
             });
         }
         let max_frame = pk.max_frame() as u64;
+        let background = Background::new(&scenario.traffic.background, &topo, pk.max_frame())
+            .map_err(SimError::Scenario)?;
         let scenario_seed = scenario.seed;
         let topo_for_switches = topo.clone();
         let warmup = (to_generate as f64 * scenario.warmup_fraction) as u64;
@@ -310,6 +328,7 @@ impl<P: Protocol + Clone> Simulation<P> {
             overlay_generated: 0,
             overlay_rng: ChaCha8Rng::seed_from_u64(scenario_seed ^ 0x4F56_4552_4C41_5921),
             switches: Switches::new(&topo_for_switches),
+            background,
         })
     }
 
@@ -347,7 +366,24 @@ impl<P: Protocol + Clone> Simulation<P> {
 
     /// Runs until every generated message has completed or the drain limit
     /// passes, then reports.
-    pub fn run(mut self, mut progress: Option<Progress<'_>>) -> RunReport {
+    pub fn run(self, progress: Option<Progress<'_>>) -> RunReport {
+        self.run_inspect(progress, |_| ()).0
+    }
+
+    /// [`Simulation::run`], and `inspect` looks at the hosts' final state
+    /// (e.g. the transports' per-peer state) before the report is made.
+    pub fn run_inspect<R>(
+        mut self,
+        progress: Option<Progress<'_>>,
+        inspect: impl FnOnce(&Self) -> R,
+    ) -> (RunReport, R) {
+        let wall = self.run_events(progress);
+        let r = inspect(&self);
+        (self.report(wall), r)
+    }
+
+    /// The event loop of [`Simulation::run`]; returns the wall time (s).
+    fn run_events(&mut self, mut progress: Option<Progress<'_>>) -> f64 {
         let wall = Instant::now();
         match self.scenario.traffic.pattern {
             Pattern::Poisson => {
@@ -363,6 +399,13 @@ impl<P: Protocol + Clone> Simulation<P> {
             let first = self.overlay_rng.gen_range(0.0..1.0) * o.interval_us;
             self.events
                 .schedule(crate::topology::ns(first * 1000.0), Ev::OverlayRound);
+        }
+        // Background flows start at random phases (their own stream: the
+        // workload does not change with them).
+        let mut phase = ChaCha8Rng::seed_from_u64(self.scenario.seed ^ 0x4247_464C_4F57_5321);
+        for (i, f) in self.background.flows.iter().enumerate() {
+            let first = phase.gen_range(0..f.period);
+            self.events.schedule(first, Ev::Background(i as u32));
         }
         if self.warmup == 0 {
             self.open_window(0);
@@ -406,7 +449,7 @@ impl<P: Protocol + Clone> Simulation<P> {
         if self.window_snapshot.is_none() {
             self.close_window(now);
         }
-        self.report(wall.elapsed().as_secs_f64())
+        wall.elapsed().as_secs_f64()
     }
 
     /// Runs until simulated time `until` (for tests that inject messages).
@@ -512,6 +555,19 @@ impl<P: Protocol + Clone> Simulation<P> {
                 let next = now + crate::topology::ns(o.interval_us * 1000.0);
                 self.events.schedule(next, Ev::OverlayRound);
             }
+            Ev::Background(i) => {
+                let f = self.background.flows[i as usize];
+                self.background.total.sent_frames += 1;
+                let q = Queued {
+                    idx: Background::index(i),
+                    bytes: self.background.frame_bytes,
+                    priority: f.priority,
+                    rank: u64::MAX,
+                    dst: f.host,
+                };
+                self.admit(now, self.topo.tor_down(f.host), q);
+                self.events.schedule(now + f.period, Ev::Background(i));
+            }
         }
     }
 
@@ -522,6 +578,8 @@ impl<P: Protocol + Clone> Simulation<P> {
             start: now,
             end: None,
             same_rack: self.topo.rack_of(src) == self.topo.rack_of(dst),
+            src,
+            dst,
             overlay,
         });
         self.overlay_generated += overlay as u64;
@@ -582,6 +640,7 @@ impl<P: Protocol + Clone> Simulation<P> {
             h.wasting_since = now;
         }
         self.switches.reset(now);
+        self.background.at_open = self.background.total;
         self.offered_wire = 0;
         self.delivered_wire = 0;
         self.offered_data = 0;
@@ -599,6 +658,7 @@ impl<P: Protocol + Clone> Simulation<P> {
             .map(|h| h.wasted + if h.wasting { now - h.wasting_since } else { 0 })
             .sum();
         let (tor, spine) = self.switches.stats(now);
+        self.background.at_close = Some(self.background.total);
         self.window_snapshot = Some(WindowSnapshot {
             tor,
             spine,
@@ -678,16 +738,24 @@ impl<P: Protocol + Clone> Simulation<P> {
         let before = port.queued_bytes();
         match port.admit(now, q) {
             Admit::Queued { ecn } => {
-                if ecn {
+                if ecn && !background::is_background(q.idx) {
                     self.packets.get_mut(q.idx).meta.ecn = true;
                 }
             }
             Admit::Dropped => {
-                self.packets.remove(q.idx);
+                if background::is_background(q.idx) {
+                    self.background.total.dropped_frames += 1;
+                } else {
+                    self.packets.remove(q.idx);
+                }
             }
         }
         for d in port.take_dropped() {
-            self.packets.remove(d);
+            if background::is_background(d) {
+                self.background.total.dropped_frames += 1;
+            } else {
+                self.packets.remove(d);
+            }
         }
         let after = port.queued_bytes();
         self.switches.port_changed(now, pi, before, after);
@@ -731,6 +799,10 @@ impl<P: Protocol + Clone> Simulation<P> {
         let dst = q.dst;
         let kind = self.ports[pi].kind;
         match self.ports[pi].next {
+            // Background frames end at the host's NIC.
+            Next::Host(_) if background::is_background(q.idx) => {
+                self.background.total.delivered_frames += 1;
+            }
             Next::Host(h) => self.events.schedule(
                 at,
                 Ev::Deliver {
@@ -798,6 +870,8 @@ impl<P: Protocol + Clone> Simulation<P> {
 
         // Slowdowns of measured messages, ordered by size.
         let mut memo: FxHashMap<(u64, bool), Time> = FxHashMap::default();
+        let mut pair_memo: FxHashMap<(u64, HostId, HostId), Time> = FxHashMap::default();
+        let heterogeneous = self.topo.heterogeneous();
         let mut measured: Vec<(u64, u32, f64)> = Vec::new();
         let mut incomplete = 0;
         let (mut overlay, mut overlay_incomplete) = (0u64, 0u64);
@@ -816,9 +890,15 @@ impl<P: Protocol + Clone> Simulation<P> {
             if background <= self.warmup {
                 continue;
             }
-            let min = *memo
-                .entry((m.size, m.same_rack))
-                .or_insert_with(|| self.topo.unloaded_latency(m.size, m.same_rack));
+            let min = if heterogeneous {
+                *pair_memo
+                    .entry((m.size, m.src, m.dst))
+                    .or_insert_with(|| self.topo.unloaded_latency_between(m.size, m.src, m.dst))
+            } else {
+                *memo
+                    .entry((m.size, m.same_rack))
+                    .or_insert_with(|| self.topo.unloaded_latency(m.size, m.same_rack))
+            };
             measured.push((m.size, i as u32, (e - m.start) as f64 / min as f64));
         }
         measured.sort_by_key(|a| (a.0, a.1));
@@ -881,6 +961,9 @@ impl<P: Protocol + Clone> Simulation<P> {
             }
         }
         counters.insert("messages_not_started".into(), self.failed_to_start);
+        for (name, v) in self.background.counters(span_s) {
+            counters.insert(name.into(), v);
+        }
         if self.scenario.traffic.overlay.is_some() {
             counters.insert("overlay_messages".into(), overlay);
             counters.insert("overlay_incomplete".into(), overlay_incomplete);

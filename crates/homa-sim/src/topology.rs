@@ -121,6 +121,9 @@ pub struct TopologyConfig {
     pub uplink_selection: UplinkSelection,
     /// Packet sizes and header costs.
     pub packetization: Packetization,
+    /// Hosts whose links differ from the others (extra delay, other rate;
+    /// [`crate::links`]); none by default.
+    pub host_links: Vec<crate::links::HostLinkOverride>,
 }
 
 impl Default for TopologyConfig {
@@ -138,6 +141,7 @@ impl Default for TopologyConfig {
             host_rx_delay_ns: 500.0,
             uplink_selection: UplinkSelection::Spray,
             packetization: Packetization::default(),
+            host_links: Vec::new(),
         }
     }
 }
@@ -200,6 +204,9 @@ pub struct Topology {
     pub host_tx_delay: Time,
     /// Fixed delay from the wire into the receiving transport.
     pub host_rx_delay: Time,
+    /// Per host: its link's rate (bit/s) and extra one-way delay, after
+    /// `config.host_links`.
+    host_links: Vec<(u64, Time)>,
 }
 
 /// A topology parameter that makes no sense.
@@ -251,9 +258,16 @@ impl Topology {
             )));
         }
         let hosts = config.racks * config.hosts_per_rack;
+        let host_bps = (config.host_link_gbps * 1e9).round() as u64;
+        let host_links = crate::links::resolve(&config.host_links, hosts, host_bps)
+            .map_err(TopologyError)?
+            .into_iter()
+            .map(|(bps, d)| (bps, ns(d)))
+            .collect();
         Ok(Topology {
             hosts,
-            host_bps: (config.host_link_gbps * 1e9).round() as u64,
+            host_links,
+            host_bps,
             core_bps: (config.core_link_gbps * 1e9).round() as u64,
             switch_delay: ns(config.switch_delay_ns),
             propagation: ns(config.propagation_ns),
@@ -299,10 +313,14 @@ impl Topology {
         let c = &self.config;
         let mut v = Vec::with_capacity(self.num_ports());
         for h in 0..self.hosts {
-            v.push((PortKind::HostNic, self.host_bps, Next::Tor(self.rack_of(h))));
+            v.push((
+                PortKind::HostNic,
+                self.host_bps_of(h),
+                Next::Tor(self.rack_of(h)),
+            ));
         }
         for h in 0..self.hosts {
-            v.push((PortKind::TorDown, self.host_bps, Next::Host(h)));
+            v.push((PortKind::TorDown, self.host_bps_of(h), Next::Host(h)));
         }
         for _rack in 0..c.racks {
             for s in 0..c.spines {
@@ -325,6 +343,79 @@ impl Topology {
             PortKind::TorDown => self.propagation + self.host_rx_delay,
             PortKind::TorUp | PortKind::SpineDown => self.propagation + self.switch_delay,
         }
+    }
+
+    /// Host `h`'s link rate (bit/s).
+    pub fn host_bps_of(&self, h: HostId) -> u64 {
+        self.host_links[h as usize].0
+    }
+
+    /// Extra one-way delay on host `h`'s link.
+    pub fn extra_delay_of(&self, h: HostId) -> Time {
+        self.host_links[h as usize].1
+    }
+
+    /// Whether any host's link differs from the nominal one.
+    pub fn heterogeneous(&self) -> bool {
+        self.host_links
+            .iter()
+            .any(|&(bps, d)| bps != self.host_bps || d != 0)
+    }
+
+    /// [`Topology::hop_delay`] of port `port` (numbered as
+    /// [`Topology::ports`]), with its host link's extra delay.
+    pub fn port_hop_delay(&self, port: usize, kind: PortKind) -> Time {
+        let extra = match kind {
+            PortKind::HostNic => self.extra_delay_of(port as HostId),
+            PortKind::TorDown => self.extra_delay_of(port as HostId - self.hosts),
+            _ => 0,
+        };
+        self.hop_delay(kind) + extra
+    }
+
+    /// Round trip between `a` and `b` on the empty network: a full data
+    /// packet one way, a minimum-size packet back (as [`Topology::rtt`],
+    /// with the two hosts' own links).
+    pub fn rtt_between(&self, a: HostId, b: HostId) -> Time {
+        let p = &self.config.packetization;
+        self.pair_latency(&[p.max_frame()], a, b) + self.pair_latency(&[p.min_frame], b, a)
+    }
+
+    /// One-way latency of a `size`-byte message from `src` to `dst` on the
+    /// empty network, with the hosts' own link rates and delays (equal to
+    /// [`Topology::unloaded_latency`] when neither link is overridden).
+    pub fn unloaded_latency_between(&self, size: u64, src: HostId, dst: HostId) -> Time {
+        let p = &self.config.packetization;
+        let n = p.packets(size);
+        let last_payload = size - (n - 1) * p.max_payload() as u64;
+        let mut frames = vec![p.max_frame(); n as usize - 1];
+        frames.push(p.data_frame(last_payload as u32));
+        self.pair_latency(&frames, src, dst)
+    }
+
+    /// Time from handing the first of `frames` (wire bytes) to `src`'s NIC
+    /// until the last is in `dst`'s transport, on an empty path, with the
+    /// two hosts' own links.
+    pub fn pair_latency(&self, frames: &[u32], src: HostId, dst: HostId) -> Time {
+        let mut hops = self.path_rates(src, dst);
+        hops[0].0 = self.host_bps_of(src);
+        hops.last_mut().expect("hops").0 = self.host_bps_of(dst);
+        let mut arrivals = vec![0; frames.len()];
+        for (i, &(bps, kind)) in hops.iter().enumerate() {
+            let mut delay = self.hop_delay(kind);
+            if i == 0 {
+                delay += self.extra_delay_of(src);
+            } else if kind == PortKind::TorDown {
+                delay += self.extra_delay_of(dst);
+            }
+            let mut free = 0;
+            for (a, &f) in arrivals.iter_mut().zip(frames) {
+                let end = (*a).max(free) + tx_time(f, bps);
+                free = end;
+                *a = end + delay;
+            }
+        }
+        *arrivals.last().expect("at least one frame")
     }
 
     /// Link rates of the ports a packet from `src` to `dst` crosses.

@@ -260,3 +260,64 @@ fn the_summary_explains_delivery() {
     assert!(s.contains("note: homa w3 80%"), "{s}");
     assert!(s.contains("--messages"), "{s}");
 }
+
+#[test]
+fn bytedance_flag_and_mixed_scenario_run() {
+    let out = temp_dir("bytedance");
+    let o = bin()
+        .args(["run", "--quiet", "--messages", "1500", "--out"])
+        .arg(&out)
+        .arg("--scenario")
+        .arg(scenario("bytedance-mixed.toml"))
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let c = &report[0]["counters"];
+    assert_eq!(report[0]["messages_incomplete"], 0);
+    assert!(c["rtt_responses"].as_u64().unwrap() > 0, "{c}");
+    assert_eq!(c["background_flows"], 2);
+    assert!(c["background_delivered_frames"].as_u64().unwrap() > 0);
+    std::fs::remove_dir_all(&out).unwrap();
+    // The flag turns the mode on for a scenario without it.
+    let out = temp_dir("bytedance-flag");
+    let o = bin()
+        .args([
+            "run",
+            "--quiet",
+            "--bytedance",
+            "--messages",
+            "1000",
+            "--out",
+        ])
+        .arg(&out)
+        .arg("--scenario")
+        .arg(scenario("small.toml"))
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert!(report[0]["counters"]["rtt_probes_sent"].as_u64().unwrap() > 0);
+    std::fs::remove_dir_all(&out).unwrap();
+    // Only with Homa; reproduce bytedance has no --small.
+    let o = bin()
+        .args([
+            "run",
+            "--bytedance",
+            "--protocol",
+            "pfabric",
+            "--messages",
+            "10",
+        ])
+        .output()
+        .expect("runs");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bytedance"));
+    let o = bin()
+        .args(["reproduce", "bytedance", "--small"])
+        .output()
+        .expect("runs");
+    assert!(!o.status.success());
+}
