@@ -21,11 +21,13 @@
 //!   one static RTTbytes.
 //!
 //! Writes `OUT/bytedance/EXPERIMENT.json` and prints the tables
-//! ([`report`]). The testbed (prefix `--prefix`) is removed at the end,
+//! ([`markdown`]). The testbed (prefix `--prefix`) is removed at the end,
 //! also on failure, unless `--keep`.
 
+mod args;
 mod report;
 
+pub use args::{BdArgs, Experiment};
 pub use report::markdown;
 
 use crate::analysis::{self, Baseline, Bucket};
@@ -33,7 +35,7 @@ use crate::bench::{self, link_config, spawn_node, wait_all, Node};
 use crate::netns::{self, TestbedSpec};
 use crate::rates;
 use crate::tc::{self, BacklogSampler};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use homa_perf::cluster::{ClusterArgs, NodeReport, ResponseSize};
 use homa_perf::{Protocol, SizeDist};
 use serde::{Deserialize, Serialize};
@@ -41,179 +43,6 @@ use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// The experiments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Experiment {
-    /// Six clients behind one NIC → one server.
-    Incast,
-    /// TCP and Homa share the server's link.
-    Split,
-    /// Fixed sizes, throughput.
-    Sweep,
-    /// Hosts with different link rates.
-    Hetero,
-}
-
-impl Experiment {
-    /// Its name in files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Experiment::Incast => "incast",
-            Experiment::Split => "split",
-            Experiment::Sweep => "sweep",
-            Experiment::Hetero => "hetero",
-        }
-    }
-}
-
-/// The options of `testbed bytedance`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BdArgs {
-    /// incast, split, sweep or hetero.
-    #[arg(value_enum)]
-    pub experiment: Experiment,
-    /// Rate of every link (Mbit/s) unless said otherwise below.
-    #[arg(long, default_value_t = 400)]
-    pub rate_mbit: u64,
-    /// incast: host 0's (the server's) link rate; 0 = half of --rate-mbit.
-    #[arg(long, default_value_t = 0)]
-    pub server_rate_mbit: u64,
-    /// hetero: host 2's link rate; 0 = a quarter of --rate-mbit.
-    #[arg(long, default_value_t = 0)]
-    pub slow_rate_mbit: u64,
-    /// MTU of every link.
-    #[arg(long, default_value_t = 9000)]
-    pub mtu: u32,
-    /// Each switch priority queue's limit (KB).
-    #[arg(long, default_value_t = 200)]
-    pub buffer_kb: u64,
-    /// Measured window of each run (s).
-    #[arg(long, default_value_t = 6.0)]
-    pub seconds: f64,
-    /// Load before the window (s).
-    #[arg(long, default_value_t = 1.0)]
-    pub warmup: f64,
-    /// incast: client endpoints behind host 1's NIC.
-    #[arg(long, default_value_t = 6)]
-    pub clients: usize,
-    /// RPCs each client keeps outstanding (default: 4; sweep: 1).
-    #[arg(long)]
-    pub outstanding: Option<usize>,
-    /// sweep: request sizes (bytes).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "40000,100000,200000,500000"
-    )]
-    pub sizes: Vec<u64>,
-    /// split: TCP's offered load, a fraction of the server's link.
-    #[arg(long, default_value_t = 0.5)]
-    pub tcp_share: f64,
-    /// split: Homa's offered load, a fraction of the server's link.
-    #[arg(long, default_value_t = 0.3)]
-    pub homa_load: f64,
-    /// Variants: homa (static RTTbytes) and homa-bd (ByteDance mode).
-    #[arg(long, value_delimiter = ',', default_value = "homa,homa-bd")]
-    pub variants: Vec<String>,
-    /// Namespace prefix of the testbed this builds (and removes).
-    #[arg(long, default_value = "bdtb")]
-    pub prefix: String,
-    /// Directory of the results (OUT/bytedance/EXPERIMENT.json).
-    #[arg(long, default_value = "docs/results")]
-    pub out: PathBuf,
-    /// Leave the testbed up afterwards.
-    #[arg(long)]
-    pub keep: bool,
-}
-
-impl BdArgs {
-    /// Checks the options; returns the variants (`true` = ByteDance mode).
-    pub fn validate(&self) -> Result<Vec<bool>> {
-        netns::validate_prefix(&self.prefix)?;
-        for r in [self.rate_mbit, self.server_rate(), self.slow_rate()] {
-            netns::validate_link(r, self.mtu)?;
-        }
-        let seconds_ok = self.seconds > 0.0 && self.seconds <= 600.0;
-        if !seconds_ok || !(0.0..=60.0).contains(&self.warmup) {
-            bail!("--seconds must be in (0, 600] and --warmup in [0, 60]");
-        }
-        if !(1..=12).contains(&self.clients) {
-            bail!("--clients must be 1..=12, not {}", self.clients);
-        }
-        if self.outstanding.is_some_and(|o| !(1..=64).contains(&o)) {
-            bail!("--outstanding must be 1..=64");
-        }
-        if self.sizes.is_empty() || self.sizes.iter().any(|&s| s == 0 || s > 1_000_000) {
-            bail!("--sizes must be 1..=1000000 bytes each");
-        }
-        for (name, f) in [
-            ("--tcp-share", self.tcp_share),
-            ("--homa-load", self.homa_load),
-        ] {
-            if !(f > 0.0 && f <= 1.0) {
-                bail!("{name} must be in (0, 1], not {f}");
-            }
-        }
-        let mut out = Vec::new();
-        for v in &self.variants {
-            out.push(match v.as_str() {
-                "homa" => false,
-                "homa-bd" => true,
-                _ => bail!("unknown variant {v:?}: choose homa or homa-bd"),
-            });
-        }
-        if out.is_empty() {
-            bail!("--variants is empty");
-        }
-        Ok(out)
-    }
-
-    fn server_rate(&self) -> u64 {
-        match self.server_rate_mbit {
-            0 => (self.rate_mbit / 2).max(1),
-            r => r,
-        }
-    }
-
-    fn slow_rate(&self) -> u64 {
-        match self.slow_rate_mbit {
-            0 => (self.rate_mbit / 4).max(1),
-            r => r,
-        }
-    }
-
-    fn outstanding(&self) -> usize {
-        self.outstanding.unwrap_or(match self.experiment {
-            Experiment::Sweep => 1,
-            _ => 4,
-        })
-    }
-
-    /// The testbed and the hosts whose link differs from `rate_mbit`.
-    fn spec(&self) -> (TestbedSpec, Vec<(usize, u64)>) {
-        let hosts = if self.experiment == Experiment::Hetero {
-            3
-        } else {
-            2
-        };
-        let spec = TestbedSpec {
-            prefix: self.prefix.clone(),
-            hosts,
-            rate_mbit: self.rate_mbit,
-            buffer_bytes: self.buffer_kb * 1000,
-            mtu: self.mtu,
-            ..TestbedSpec::default()
-        };
-        let rates = match self.experiment {
-            Experiment::Incast => vec![(0, self.server_rate())],
-            Experiment::Hetero => vec![(2, self.slow_rate())],
-            _ => vec![],
-        };
-        (spec, rates)
-    }
-}
 
 /// A run's results (one variant; one size in `sweep`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -259,6 +88,9 @@ pub struct BdResult {
     pub mtu: u32,
     /// Switch queue limit (bytes).
     pub buffer_bytes: u64,
+    /// Queues per switch port (8 priorities, or 1 FIFO).
+    #[serde(default)]
+    pub switch_levels: u8,
     /// RTTbytes (static) every endpoint uses.
     pub rtt_bytes: u64,
     /// The runs.
@@ -345,18 +177,24 @@ fn run_on(
     } else {
         Some(ctx.baseline()?)
     };
+    // Variants alternate, size by size and repeat by repeat, so that a
+    // change in the machine's load (2 shared cores) hits both alike.
     let mut runs = Vec::new();
-    for &bd in variants {
+    for _ in 0..args.repeats {
         match args.experiment {
             Experiment::Sweep => {
                 for &size in &args.sizes {
-                    eprintln!("testbed: sweep {size} B, bytedance={bd}");
-                    runs.push(ctx.loaded(bd, Some(size), None, &w5, &bounds)?);
+                    for &bd in variants {
+                        eprintln!("testbed: sweep {size} B, bytedance={bd}");
+                        runs.push(ctx.loaded(bd, Some(size), None, &w5, &bounds)?);
+                    }
                 }
             }
             _ => {
-                eprintln!("testbed: {}, bytedance={bd}", args.experiment.name());
-                runs.push(ctx.loaded(bd, None, baseline.as_ref(), &w5, &bounds)?);
+                for &bd in variants {
+                    eprintln!("testbed: {}, bytedance={bd}", args.experiment.name());
+                    runs.push(ctx.loaded(bd, None, baseline.as_ref(), &w5, &bounds)?);
+                }
             }
         }
     }
@@ -367,6 +205,7 @@ fn run_on(
         host_rates: host_rates.to_vec(),
         mtu: spec.mtu,
         buffer_bytes: spec.buffer_bytes,
+        switch_levels: spec.switch_levels,
         rtt_bytes: ctx.base_config(0, false).core.unsched_bytes as u64,
         runs,
     })

@@ -38,7 +38,7 @@ pub fn markdown(r: &BdResult) -> String {
         .collect();
     let _ = writeln!(
         s,
-        "`{}`: links {} Mbit/s{}, MTU {}, switch queues {} KB each, RTTbytes {} B \
+        "`{}`: links {} Mbit/s{}, MTU {}, {} per switch port, {} KB each, RTTbytes {} B \
          (every endpoint; the mode's cap 4× that).\n",
         r.command,
         r.rate_mbit,
@@ -48,6 +48,11 @@ pub fn markdown(r: &BdResult) -> String {
             format!(" ({})", rates.join(", "))
         },
         r.mtu,
+        if r.switch_levels == 1 {
+            "one FIFO"
+        } else {
+            "8 priority queues"
+        },
         r.buffer_bytes / 1000,
         r.rtt_bytes
     );
@@ -57,10 +62,11 @@ pub fn markdown(r: &BdResult) -> String {
                 "| size | variant | RPCs | Homa Mbit/s | gain | switch drops | peak queue KB | \
                  retransmitted B | probes |\n|---|---|---|---|---|---|---|---|---|\n",
             );
-            for run in &r.runs {
-                let base = r
-                    .runs
+            for (i, run) in r.runs.iter().enumerate() {
+                // The stock run of the same size just before (interleaved).
+                let base = r.runs[..i]
                     .iter()
+                    .rev()
                     .find(|x| !x.bytedance && x.size == run.size)
                     .map(|x| x.homa_mbps);
                 let gain = match base {
