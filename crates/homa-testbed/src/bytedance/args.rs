@@ -93,6 +93,10 @@ pub struct BdArgs {
     /// Directory of the results (OUT/bytedance/EXPERIMENT.json).
     #[arg(long, default_value = "docs/results")]
     pub out: PathBuf,
+    /// Overrides of the runtime configuration, every endpoint, both
+    /// variants (e.g. core.bytedance.max_unsched_bytes=20528; default: none).
+    #[arg(long, value_delimiter = ',')]
+    pub homa_set: Vec<String>,
     /// Runs of each variant (and size), interleaved.
     #[arg(long, default_value_t = 1)]
     pub repeats: usize,
@@ -112,6 +116,7 @@ impl BdArgs {
         if !seconds_ok || !(0.0..=60.0).contains(&self.warmup) {
             bail!("--seconds must be in (0, 600] and --warmup in [0, 60]");
         }
+        crate::bench::apply_overrides(&homa::Config::default(), &self.homa_set)?;
         if !(1..=20).contains(&self.repeats) {
             bail!("--repeats must be 1..=20, not {}", self.repeats);
         }

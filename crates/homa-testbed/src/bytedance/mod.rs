@@ -237,7 +237,7 @@ impl Ctx<'_> {
     }
 
     fn config_file(&self, host: usize, bd: bool) -> Result<PathBuf> {
-        let mut c = self.base_config(host, bd);
+        let mut c = bench::apply_overrides(&self.base_config(host, bd), &self.args.homa_set)?;
         c.core = c.effective_core(c.core.lower_header_bytes)?;
         let path = self
             .work
