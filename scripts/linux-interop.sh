@@ -307,7 +307,47 @@ case_closes() {
 		"ok=$(grep -c '^HOMARS RPC OK' "$LOG") peer-dead=$fails, ended by ICMP: $(hmetric "$LOG" unreachable_rpcs); $(grep -a 'HPEER LINGER' "$LOG" | sed 's/^ *HPEER //')${WHY:+ |$WHY}"
 }
 
-ALL="server_sizes server_conc client_sizes client_conc zero loss_server loss_client away closes"
+# ByteDance mode on our side (docs/protocol-notes.md, "ByteDance mode"):
+# our DATA carry the mode's flag (bit 3 of the flags byte, which Linux
+# zeroes and never reads), and we probe only peers whose DATA carry it, so
+# Linux must never receive an RTT_PROBE: its unknown_packet_types stays 0
+# (common_checks, and the kit's own metric check) while RPCs succeed both
+# ways, several outstanding at once.
+bd_checks() { # LOG
+	local log=$1
+	grep -q '^HOMARS MODE bytedance' "$log" || WHY="$WHY; the host side did not run the mode"
+	check "$(hmetric "$log" rtt_probes_sent) == 0" "ours: $(hmetric "$log" rtt_probes_sent) RTT probes sent to Linux"
+	check "$(hmetric "$log" sent_RTT_PROBE | tr -- - 0) == 0" "ours: RTT_PROBE packets sent"
+	check "$(hmetric "$log" rtt_probes_answered) == 0" "ours: answered $(hmetric "$log" rtt_probes_answered) probes"
+	check "$(gmetric "$log" rpc_timeouts) == 0" "linux rpc_timeouts $(gmetric "$log" rpc_timeouts)"
+}
+case_bd_server() { # our client in the mode; a Linux echo server
+	local t=$SECONDS n
+	run_kit bd_server guest-server --quiet --log "$OUT/bd_server.console" -- \
+		"$BIN" client 10.146.0.2:5000 --sizes $SIZES --rounds 2 --conc 4 --stay 1 --bytedance $LENIENT
+	WHY=
+	kit_ok $RC "$LOG" || WHY="$WHY; kit: $(grep -a 'RESULT' "$LOG" | tail -n 1)"
+	common_checks "$LOG"
+	bd_checks "$LOG"
+	n=$(grep -c '^HOMARS RPC OK' "$LOG")
+	check "$n == 20" "ok $n/20"
+	record bd_server "$([ -z "$WHY" ] && echo PASS || echo FAIL)" $((SECONDS - t)) \
+		"ok=$n linux: unknown_packet_types=$(gmetric "$LOG" unknown_packet_types) DATA=$(gmetric "$LOG" packets_sent_DATA) ours: RTT_PROBE sent=$(hmetric "$LOG" rtt_probes_sent)${WHY:+ |$WHY}"
+}
+case_bd_client() { # a Linux client; our echo server in the mode
+	local t=$SECONDS
+	run_kit bd_client guest-client --server-port 4000 --sizes $SIZES --rounds 2 --conc 4 --quiet \
+		--log "$OUT/bd_client.console" -- \
+		sh -c "exec '$BIN' server \$LHP_HOST_ADDR:\$LHP_PORT --count \$LHP_COUNT --bytedance $LENIENT"
+	WHY=
+	kit_ok $RC "$LOG" || WHY="$WHY; kit: $(grep -a 'RESULT' "$LOG" | tail -n 1)"
+	common_checks "$LOG"
+	bd_checks "$LOG"
+	record bd_client "$([ -z "$WHY" ] && echo PASS || echo FAIL)" $((SECONDS - t)) \
+		"$(grep -a '^  HPEER DONE' "$LOG" | sed 's/^ *HPEER //') linux: unknown_packet_types=$(gmetric "$LOG" unknown_packet_types) ours: RTT_PROBE sent=$(hmetric "$LOG" rtt_probes_sent)${WHY:+ |$WHY}"
+}
+
+ALL="server_sizes server_conc client_sizes client_conc zero loss_server loss_client away closes bd_server bd_client"
 CASES=${*:-$ALL}
 for c in $CASES; do
 	case " $ALL " in *" $c "*) ;; *) echo "linux-interop: unknown case $c (cases: $ALL)"; exit 2 ;; esac

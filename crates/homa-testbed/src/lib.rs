@@ -15,14 +15,20 @@
 //! - [`sird`] runs the SIRD paper's testbed experiments (incast, congested
 //!   sender) on a switch without priorities, each host a
 //!   [`sird_node`], with [`sird_sniff`] counting the `csn` marks that reach
-//!   a receiver.
+//!   a receiver;
+//! - [`bytedance`] runs the ByteDance paper's experiments (incast, TCP
+//!   bandwidth split, size sweep, hosts at different rates) with stock
+//!   Homa and Homa in the ByteDance mode, several client endpoints behind
+//!   one host NIC; [`rates`] gives single hosts their own link rate.
 
 #![deny(missing_docs)]
 
 pub mod analysis;
 pub mod bench;
+pub mod bytedance;
 pub mod cleanup;
 pub mod netns;
+pub mod rates;
 pub mod report;
 pub mod sird;
 pub mod sird_node;

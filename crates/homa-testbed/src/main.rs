@@ -10,6 +10,7 @@ use tracing::{info, warn, Level};
 
 use homa_measure::cli;
 use homa_testbed::bench::{self, BenchArgs, SshArgs};
+use homa_testbed::bytedance::{self, BdArgs};
 use homa_testbed::cleanup;
 use homa_testbed::netns::{self, TestbedSpec};
 use homa_testbed::sird::{self, Experiment, SirdArgs};
@@ -73,6 +74,11 @@ enum Cmd {
         #[arg(long, default_value = "testbed")]
         name: String,
     },
+    /// The ByteDance paper's experiments (incast, split, sweep, hetero)
+    /// with stock Homa and the ByteDance mode: builds a testbed (--prefix),
+    /// runs, prints the tables, writes OUT/bytedance/EXPERIMENT.json and
+    /// removes the testbed unless --keep.
+    Bytedance(Box<BdArgs>),
     /// The SIRD paper's testbed experiments on a switch with one FIFO
     /// per port: builds the testbed, runs, writes docs/results/sird.md.
     Sird {
@@ -275,6 +281,11 @@ fn validate(cmd: &Cmd) -> Result<()> {
                 sird::check_output(experiment, &run.args)
             }
         },
+        Cmd::Bytedance(args) => {
+            args.validate()?;
+            cli::check_output_dir("--out", &args.out)?;
+            Ok(())
+        }
         Cmd::Node(_) | Cmd::SirdNode(_) | Cmd::SirdSniff(_) => Ok(()),
     }
 }
@@ -369,6 +380,10 @@ fn run(cli: Cli) -> Result<()> {
             result
         }
         Cmd::SirdSniff(args) => sird_sniff::run(&args).map(|_| ()),
+        Cmd::Bytedance(args) => {
+            cleanup::install(&args.prefix);
+            bytedance::run(&args)
+        }
         Cmd::SirdNode(args) => {
             let o = sird_node::run(&args)?;
             eprintln!(

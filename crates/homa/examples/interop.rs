@@ -9,8 +9,13 @@
 //!                [--expect-unanswered SIZE] [--stay S] [TIMERS]
 //! interop server BIND_ADDR --count N [--linger S] [--idle S] [TIMERS]
 //! TIMERS: [--resend-ticks T] [--resend-interval T] [--timeout-resends N]
-//!         [--max-overcommit N] [--udp]
+//!         [--max-overcommit N] [--udp] [--bytedance]
 //! ```
+//!
+//! `--bytedance` runs the endpoint with the ByteDance mode on
+//! (`homa::Config::with_bytedance`): its DATA carry the mode's flag, which
+//! Linux ignores, and it must never send Linux an RTT_PROBE (Linux would
+//! count an unknown packet type).
 //!
 //! The client sends every size `rounds` times, at most `conc` at once,
 //! each payload a xorshift stream of its index, and checks that each
@@ -47,7 +52,7 @@ use support_pattern::pattern;
 const USAGE: &str = "usage: interop client SERVER_ADDR --sizes LIST [--conc N] [--rounds R] \
      [--rpc-timeout S] [--expect-ok N] [--max-fail-ms MS] [--expect-unanswered SIZE] [--stay S] [TIMERS]\n       \
      interop server BIND_ADDR --count N [--linger S] [--idle S] [TIMERS]\n       \
-     TIMERS: [--resend-ticks T] [--resend-interval T] [--timeout-resends N] [--max-overcommit N] [--udp]";
+     TIMERS: [--resend-ticks T] [--resend-interval T] [--timeout-resends N] [--max-overcommit N] [--udp] [--bytedance]";
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -76,7 +81,7 @@ impl Opts {
             let Some(name) = a.strip_prefix("--") else {
                 return Err(format!("unexpected argument {a}\n{USAGE}").into());
             };
-            if name == "udp" {
+            if name == "udp" || name == "bytedance" {
                 flags.insert(name.to_string(), String::new());
                 continue;
             }
@@ -109,6 +114,21 @@ impl Opts {
         // Fewer messages granted at once: the others wait, and their timer
         // rounds probe the sender (who must answer) instead of asking for data.
         c.core.max_overcommit = self.num("max-overcommit", c.core.max_overcommit)?;
+        if self.flags.contains_key("bytedance") {
+            c = c.with_bytedance();
+            let lower = if c.transport == Transport::Raw {
+                20
+            } else {
+                28
+            };
+            c.core = c.effective_core(lower)?;
+            println!(
+                "HOMARS MODE bytedance gso_bytes={} gro_bytes={} max_unsched_bytes={}",
+                c.core.bytedance.gso_bytes,
+                c.core.bytedance.gro_bytes,
+                c.core.bytedance.max_unsched_bytes
+            );
+        }
         Ok(c)
     }
 }
@@ -443,6 +463,10 @@ fn print_metrics(m: &Metrics) {
         ("requests_delivered", m.requests_delivered),
         ("responses_delivered", m.responses_delivered),
         ("active_rpcs", m.active_rpcs),
+        ("rtt_probes_sent", m.rtt_probes_sent),
+        ("rtt_probes_answered", m.rtt_probes_answered),
+        ("rtt_responses", m.rtt_responses),
+        ("rtt_invalid", m.rtt_invalid),
     ] {
         println!("HOMARS METRIC {name} {v}");
     }

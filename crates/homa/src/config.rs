@@ -2,6 +2,12 @@
 //! operating system. Loadable from TOML (feature `toml`).
 
 use crate::Error;
+
+/// Most segments one UDP GSO send carries (the socket layer's limit).
+const MAX_GSO_SEGMENTS: usize = 64;
+
+/// Largest UDP payload, the bound of one GSO send.
+const MAX_UDP_PAYLOAD: usize = 65_507;
 #[cfg(feature = "toml")]
 use std::path::Path;
 
@@ -254,14 +260,124 @@ impl Config {
         }
     }
 
+    /// This configuration with ByteDance's enhancements switched on
+    /// (`core.bytedance.enabled`; docs/protocol-notes.md, "ByteDance
+    /// mode"): per-peer RTT probes and per-peer unscheduled and grant
+    /// windows. Everything else stays as it was, so start from a preset
+    /// whose `core.link_mbps` is the local link's rate (the grant window
+    /// follows from it) and whose RTTbytes is the one every endpoint of the
+    /// network uses: the receivers believe `core.bytedance.max_unsched_bytes`
+    /// (4 × RTTbytes after [`homa_core::Config::set_rtt_bytes`]) of
+    /// unscheduled data from a sender in the mode, so all endpoints in the
+    /// mode must agree on it. The GSO and GRO batch sizes are filled in at
+    /// bind time from the offload settings ([`Config::effective_core`]).
+    ///
+    /// ```
+    /// let config = homa::Config::loopback().with_bytedance();
+    /// assert!(config.core.bytedance.enabled);
+    /// let core = config.effective_core(28).unwrap();
+    /// assert!(core.bytedance.gso_bytes > 0);
+    /// ```
+    ///
+    /// The same from TOML (feature `toml`):
+    ///
+    /// ```
+    /// # #[cfg(feature = "toml")] {
+    /// let config = homa::Config::from_toml_str(r#"
+    ///     [core]
+    ///     link_mbps = 25000
+    ///     [core.bytedance]
+    ///     enabled = true
+    /// "#).unwrap();
+    /// assert!(config.core.bytedance.enabled);
+    /// # }
+    /// ```
+    pub fn with_bytedance(mut self) -> Config {
+        self.core.bytedance.enabled = true;
+        self
+    }
+
+    /// Bytes of message data one GSO send of this runtime puts on the wire
+    /// back to back, on a socket whose layers below Homa take
+    /// `lower_header_bytes` per packet: one packet without segmentation
+    /// offload (or over raw IP, which has none); otherwise the packets the
+    /// pacer releases at once into an empty NIC queue (`max_nic_queue_ns`
+    /// of link time, plus the one it always lets go), at most what one
+    /// UDP GSO send carries (64 segments, 65,507 bytes). Without a link
+    /// rate (no pacer) a whole GSO send.
+    pub fn gso_batch_bytes(&self, lower_header_bytes: u32) -> u32 {
+        let mut core = self.core.clone();
+        core.lower_header_bytes = lower_header_bytes;
+        let payload = core.max_payload().max(1);
+        if !self.segmentation_offload || self.transport == Transport::Raw {
+            return payload;
+        }
+        let datagram = core.mtu.saturating_sub(lower_header_bytes).max(1) as usize;
+        let gso_max = (MAX_UDP_PAYLOAD / datagram).clamp(1, MAX_GSO_SEGMENTS) as u64;
+        let packets = if core.link_mbps == 0 {
+            gso_max
+        } else {
+            let wire_ns = ((u64::from(core.mtu) + homa_core::pacer::ETHERNET_OVERHEAD) * 8_000)
+                .div_ceil(core.link_mbps)
+                .max(1);
+            (self.max_nic_queue_ns / wire_ns + 1).min(gso_max)
+        };
+        u32::try_from(packets.saturating_mul(u64::from(payload))).unwrap_or(u32::MAX)
+    }
+
+    /// Bytes of message data one GRO batch hands this runtime: one packet
+    /// without receive offload (off in busy-poll mode, or over raw IP);
+    /// otherwise a sender's back-to-back run, which for a peer running
+    /// this runtime with the same settings is [`Config::gso_batch_bytes`].
+    pub fn gro_batch_bytes(&self, lower_header_bytes: u32) -> u32 {
+        let mut core = self.core.clone();
+        core.lower_header_bytes = lower_header_bytes;
+        let payload = core.max_payload().max(1);
+        if !self.receive_offload || self.busy_poll || self.transport == Transport::Raw {
+            return payload;
+        }
+        let mut as_sender = self.clone();
+        as_sender.segmentation_offload = true;
+        as_sender.gso_batch_bytes(lower_header_bytes)
+    }
+
+    /// The protocol configuration an endpoint runs with, on a socket whose
+    /// layers below Homa take `lower_header_bytes` per packet (20 raw IPv4,
+    /// 28 UDP/IPv4, 48 UDP/IPv6): `core` with that header size and, in the
+    /// ByteDance mode, `bytedance.gso_bytes` and `gro_bytes` that are 0
+    /// filled in from this runtime's offload settings
+    /// ([`Config::gso_batch_bytes`], [`Config::gro_batch_bytes`]; set them
+    /// to keep your own; one packet's payload means no batching). Refuses
+    /// the mode without `core.link_mbps`: the per-peer grant window is the
+    /// local link's rate × the peer's RTT. Idempotent.
+    pub fn effective_core(&self, lower_header_bytes: u32) -> Result<homa_core::Config, Error> {
+        let mut core = self.core.clone();
+        core.lower_header_bytes = lower_header_bytes;
+        if core.bytedance.enabled {
+            if core.link_mbps == 0 {
+                return Err(Error::Config(
+                    "core.bytedance.enabled needs core.link_mbps (the local link's rate sizes \
+                     each peer's grant window)"
+                        .into(),
+                ));
+            }
+            if core.bytedance.gso_bytes == 0 {
+                core.bytedance.gso_bytes = self.gso_batch_bytes(lower_header_bytes);
+            }
+            if core.bytedance.gro_bytes == 0 {
+                core.bytedance.gro_bytes = self.gro_batch_bytes(lower_header_bytes);
+            }
+        }
+        core.validate().map_err(|e| Error::Config(e.to_string()))?;
+        Ok(core)
+    }
+
     /// Parses TOML; missing keys keep their defaults.
     #[cfg(feature = "toml")]
     pub fn from_toml_str(text: &str) -> Result<Config, Error> {
         let config: Config = toml::from_str(text).map_err(|e| Error::Config(e.to_string()))?;
-        config
-            .core
-            .validate()
-            .map_err(|e| Error::Config(e.to_string()))?;
+        // Validates the core, and the ByteDance mode's needs.
+        config.effective_core(config.core.lower_header_bytes)?;
         if let Some(f) = &config.fault_injection {
             f.validate()?;
         }
@@ -292,5 +408,76 @@ mod tests {
             assert!(c.core.sird.bucket >= c.core.max_payload());
             assert_eq!(c.core.unsched_bytes, 384_000);
         }
+    }
+
+    /// `[core.bytedance] enabled = true` switches the mode on from TOML,
+    /// and the batch sizes left at 0 follow the offload settings at bind.
+    #[cfg(feature = "toml")]
+    #[test]
+    fn bytedance_from_toml() {
+        let c = Config::from_toml_str(
+            "[core]\nlink_mbps = 10000\n[core.bytedance]\nenabled = true\nprobe_interval_ns = 500000\n",
+        )
+        .unwrap();
+        assert!(c.core.bytedance.enabled);
+        assert_eq!(c.core.bytedance.probe_interval_ns, 500_000);
+        assert_eq!(c.core.bytedance.gso_bytes, 0);
+        let core = c.effective_core(28).unwrap();
+        // 10 Gbit/s, MTU 1500: the pacer lets 2 µs of link time wait, so
+        // two full packets go back to back (1,416 B each over UDP/IPv4).
+        assert_eq!(core.bytedance.gso_bytes, 2 * 1_416);
+        assert_eq!(core.bytedance.gro_bytes, 2 * 1_416);
+        assert_eq!(core.lower_header_bytes, 28);
+        // Explicit sizes are kept.
+        let c = Config::from_toml_str(
+            "[core.bytedance]\nenabled = true\ngso_bytes = 9000\ngro_bytes = 3000\n",
+        )
+        .unwrap();
+        let core = c.effective_core(28).unwrap();
+        assert_eq!(
+            (core.bytedance.gso_bytes, core.bytedance.gro_bytes),
+            (9_000, 3_000)
+        );
+        // The mode without a link rate is refused with one clear error.
+        let e = Config::from_toml_str("[core]\nlink_mbps = 0\n[core.bytedance]\nenabled = true\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("link_mbps"), "{e}");
+        // Off: nothing is filled in.
+        let core = Config::default().effective_core(28).unwrap();
+        assert_eq!(core.bytedance.gso_bytes, 0);
+    }
+
+    /// The batch sizes follow the offload switches: one packet without
+    /// GSO, over raw IP, or (GRO) in busy-poll mode; a whole GSO send
+    /// without a pacer; at most 64 segments and 65,507 bytes.
+    #[test]
+    fn bytedance_batch_sizes_follow_offload_settings() {
+        let mut c = Config::default().with_bytedance();
+        let one = 1_416;
+        c.segmentation_offload = false;
+        assert_eq!(c.gso_batch_bytes(28), one);
+        c.segmentation_offload = true;
+        c.busy_poll = true;
+        assert_eq!(c.gro_batch_bytes(28), one);
+        c.busy_poll = false;
+        c.transport = Transport::Raw;
+        assert_eq!(c.gso_batch_bytes(20), 1_424);
+        assert_eq!(c.gro_batch_bytes(20), 1_424);
+        c.transport = Transport::Udp;
+        c.core.link_mbps = 0;
+        // 65,507 / 1,472-byte datagrams = 44 segments.
+        assert_eq!(c.gso_batch_bytes(28), 44 * one);
+        c.core.link_mbps = 100_000;
+        c.max_nic_queue_ns = 1_000_000;
+        assert_eq!(c.gso_batch_bytes(28), 44 * one);
+        // Loopback: one 64 KB packet per send.
+        let l = Config::loopback().with_bytedance();
+        let core = l.effective_core(28).unwrap();
+        assert_eq!(core.bytedance.gso_bytes, core.max_payload());
+        assert_eq!(core.bytedance.gro_bytes, core.max_payload());
+        // Idempotent.
+        let mut again = l.clone();
+        again.core = core.clone();
+        assert_eq!(again.effective_core(28).unwrap(), core);
     }
 }

@@ -17,7 +17,8 @@ pub struct BenchArgs {
     /// (messages above 1 MB are cut to 1 MB).
     #[arg(long, default_value = "w2,w3,w4,w5", value_delimiter = ',')]
     pub workloads: Vec<String>,
-    /// Variants to run on each workload: homa (8 priorities), homa-1prio, tcp.
+    /// Variants to run on each workload: homa (8 priorities), homa-1prio, homa-bd
+    /// (ByteDance mode), tcp.
     #[arg(long, default_value = "homa,tcp,homa-1prio", value_delimiter = ',')]
     pub variants: Vec<String>,
     /// Offered load per host as a fraction of the link rate, in (0, 1.5].

@@ -236,7 +236,7 @@ fn run_on(
         let homa8 = if complete {
             None
         } else {
-            Some(ctx.homa_config(8)?)
+            Some(ctx.homa_config(8, false)?)
         };
         let baseline = match baseline {
             Some(b) => b,
@@ -259,7 +259,8 @@ fn run_on(
                     progress.set_current(&what);
                     let config = match v {
                         Variant::Homa => homa8.clone(),
-                        Variant::Homa1Prio => Some(ctx.homa_config(1)?),
+                        Variant::Homa1Prio => Some(ctx.homa_config(1, false)?),
+                        Variant::HomaBd => Some(ctx.homa_config(8, true)?),
                         Variant::Tcp => None,
                     };
                     let r = ctx.loaded(v, config.as_deref(), &workload, &baseline, &bounds)?;

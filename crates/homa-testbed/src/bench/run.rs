@@ -103,7 +103,9 @@ impl<'a> RunCtx<'a> {
 
     /// Writes the Homa runtime configuration for this link, shares it with
     /// the nodes and returns its file name.
-    pub(super) fn homa_config(&self, priorities: u8) -> Result<String> {
+    /// With `bytedance`, the ByteDance mode is on (its batch sizes filled
+    /// in as an endpoint would, [`homa::Config::effective_core`]).
+    pub(super) fn homa_config(&self, priorities: u8, bytedance: bool) -> Result<String> {
         let mut config = link_config(
             self.key.rate_mbit,
             self.key.mtu,
@@ -111,8 +113,15 @@ impl<'a> RunCtx<'a> {
             self.args.nic_queue_packets,
         );
         config.core.num_priorities = priorities;
-        let config = apply_overrides(&config, &self.args.homa_set)?;
-        let name = format!("homa-{priorities}prio.toml");
+        if bytedance {
+            config = config.with_bytedance();
+        }
+        let mut config = apply_overrides(&config, &self.args.homa_set)?;
+        config.core = config
+            .effective_core(config.core.lower_header_bytes)
+            .context("the Homa configuration")?;
+        let bd = if bytedance { "-bd" } else { "" };
+        let name = format!("homa-{priorities}prio{bd}.toml");
         let path = self.backend.work().join(&name);
         let text = toml::to_string(&config).context("cannot write the Homa configuration")?;
         fs::write(&path, text)?;

@@ -24,16 +24,20 @@ pub enum Variant {
     Homa1Prio,
     /// Linux TCP.
     Tcp,
+    /// Homa with 8 priority levels and ByteDance's enhancements (per-peer
+    /// RTT probes and windows; `core.bytedance.enabled`).
+    HomaBd,
 }
 
 impl Variant {
-    /// Parses `homa`, `homa-1prio` or `tcp`.
+    /// Parses `homa`, `homa-1prio`, `homa-bd` or `tcp`.
     pub fn parse(s: &str) -> anyhow::Result<Variant> {
         match s {
             "homa" => Ok(Variant::Homa),
             "homa-1prio" => Ok(Variant::Homa1Prio),
             "tcp" => Ok(Variant::Tcp),
-            _ => anyhow::bail!("unknown variant {s:?}: choose homa, homa-1prio or tcp"),
+            "homa-bd" => Ok(Variant::HomaBd),
+            _ => anyhow::bail!("unknown variant {s:?}: choose homa, homa-1prio, homa-bd or tcp"),
         }
     }
 
@@ -43,6 +47,7 @@ impl Variant {
             Variant::Homa => "homa",
             Variant::Homa1Prio => "homa-1prio",
             Variant::Tcp => "tcp",
+            Variant::HomaBd => "homa-bd",
         }
     }
 
@@ -52,6 +57,7 @@ impl Variant {
             Variant::Homa => "Homa",
             Variant::Homa1Prio => "Homa, 1 priority",
             Variant::Tcp => "TCP",
+            Variant::HomaBd => "Homa, ByteDance mode",
         }
     }
 }
