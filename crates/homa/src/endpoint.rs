@@ -317,7 +317,9 @@ impl Endpoint {
             config.core.design == homa_core::Design::Sird,
         )?;
         let mut config = config;
-        config.core.lower_header_bytes = sock.lower_header_bytes();
+        // (Also fills in the ByteDance mode's GSO/GRO batch sizes from the
+        // offload settings, and refuses the mode without a link rate.)
+        config.core = config.effective_core(sock.lower_header_bytes())?;
         let seed = rand::random::<u64>();
         let core = homa_core::Endpoint::new(config.core.clone(), local, seed)
             .map_err(|e| Error::Config(e.to_string()))?;
@@ -564,6 +566,13 @@ impl Endpoint {
     /// The protocol's counters and gauges.
     pub fn metrics(&self) -> Metrics {
         self.inner.lock().core.metrics()
+    }
+
+    /// What the ByteDance mode knows of `peer` (its RTTs, link rate,
+    /// windows), if the mode is on and the peer is known; for experiments
+    /// that compare the detected bandwidth-delay product with the true one.
+    pub fn bytedance_peer(&self, peer: SocketAddr) -> Option<homa_core::bytedance::PeerState> {
+        self.inner.lock().core.bytedance_peer(peer)
     }
 
     /// The runtime's own counters.
