@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use homa_testbed::netns;
 
 mod common;
-use common::{skip_reason, Guard};
+use common::{processes_with, skip_reason, Guard};
 
 /// A prefix and an output directory unique to this test and process.
 fn unique(tag: &str) -> (String, PathBuf) {
@@ -44,16 +44,7 @@ fn bench_command(prefix: &str, out: &Path, seconds: f64) -> Command {
 /// Node processes of this test still running (their arguments name the
 /// test's work directory, which contains the prefix).
 fn leftover_nodes(prefix: &str) -> Vec<String> {
-    let out = Command::new("ps")
-        .args(["-eo", "pid,args"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    let tag = format!("homa-testbed-{prefix}/");
-    out.lines()
-        .filter(|l| l.contains(" node ") && l.contains(&tag))
-        .map(str::to_string)
-        .collect()
+    processes_with(&[" node ", &format!("homa-testbed-{prefix}/")])
 }
 
 fn assert_nothing_left(prefix: &str) {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use homa_testbed::netns::{self, TestbedSpec};
 
 mod common;
-use common::{skip_reason, Guard};
+use common::{processes_with, skip_reason, Guard};
 
 const SSHD: &str = "/usr/sbin/sshd";
 
@@ -144,15 +144,7 @@ fn remote_dirs(base: &Path) -> Vec<PathBuf> {
 }
 
 fn processes_mentioning(what: &str) -> Vec<String> {
-    let out = Command::new("ps")
-        .args(["-eo", "pid,args"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    out.lines()
-        .filter(|l| l.contains(what) && !l.contains(" ps -eo"))
-        .map(str::to_string)
-        .collect()
+    processes_with(&[what])
 }
 
 /// Three namespace "hosts" with their sshd, a hosts file and keys; all

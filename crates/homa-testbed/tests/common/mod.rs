@@ -35,3 +35,18 @@ impl Drop for Guard {
         let _ = netns::down(&self.0);
     }
 }
+
+/// Command lines of the running processes that contain every one of
+/// `needles` (the listing itself left out).
+#[allow(dead_code)] // (not every test file uses it)
+pub fn processes_with(needles: &[&str]) -> Vec<String> {
+    let out = Command::new("ps")
+        .args(["-eo", "pid,args"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    out.lines()
+        .filter(|l| !l.contains(" ps -eo") && needles.iter().all(|n| l.contains(n)))
+        .map(str::to_string)
+        .collect()
+}
