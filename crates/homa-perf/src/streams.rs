@@ -197,3 +197,25 @@ pub fn streams_table(o: &StreamsOptions, r: &[ModeResult]) -> String {
         &rows,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_modes_deliver_messages() {
+        let o = StreamsOptions {
+            concurrency: 2,
+            size: 100,
+            seconds: 0.2,
+            config: homa::Config::loopback(),
+        };
+        let r = run_streams(&o).unwrap();
+        assert_eq!(r.len(), 2);
+        for m in &r {
+            assert!(m.messages > 0, "{}: nothing delivered", m.mode);
+        }
+        let t = streams_table(&o, &r);
+        assert!(t.contains("| stream |") && t.contains("| rpc |"), "{t}");
+    }
+}
