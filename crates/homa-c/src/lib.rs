@@ -19,9 +19,11 @@
 #![deny(missing_docs)]
 
 mod error;
+mod stream;
 mod types;
 
 pub use error::{errno_of, CError};
+pub use stream::HomarsStream;
 pub use types::{
     parse_addr, HomarsEndpoint, HomarsMetrics, HomarsMsg, HomarsRpc, HOMARS_ADDRSTRLEN,
 };
