@@ -257,6 +257,31 @@ const char *homars_strerror(int err);
  */
 const char *homars_last_error(void);
 
+/* ---- Streams (RPC streaming): an ordered, reliable sequence of messages
+ * each way between two homa-rs endpoints, with a window of
+ * stream_window messages (see docs/protocol-notes.md, "RPC streaming").
+ * Stream errors: -ECONNRESET the peer reset it, -ECONNREFUSED the peer
+ * refused it, -ENOTCONN the peer never accepted it (dead, or no stream
+ * support), -EHOSTUNREACH the peer died, -EPIPE send after finish. */
+typedef struct homars_stream homars_stream;
+
+/* Opens a stream to addr ("ip:port"); returns 0 at once with *out set
+ * (a refusal shows in the stream's later calls). */
+int homars_stream_open(homars_endpoint *ep, const char *addr, homars_stream **out);
+/* Waits up to timeout_ms (-1 for ever, 0 only looks) for a stream a peer
+ * opened; 0 with *out set. */
+int homars_stream_accept(homars_endpoint *ep, int timeout_ms, homars_stream **out);
+/* Sends a copy of buf, waiting up to timeout_ms for window room (0: -ENOBUFS
+ * at once when full). Returns 0. */
+int homars_stream_send(homars_stream *s, const void *buf, size_t len, int timeout_ms);
+/* Next message in order: 1 with *msg set (free with homars_msg_free), 0 with
+ * *msg NULL when the peer finished, or a negative errno. */
+int homars_stream_recv(homars_stream *s, int timeout_ms, homars_msg **msg);
+/* Ends our direction (idempotent). Returns 0. */
+int homars_stream_finish(homars_stream *s);
+/* Frees the stream; aborts it unless finished. The last call on s. */
+void homars_stream_close(homars_stream *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -53,6 +53,10 @@ pub fn errno_of(e: &homa::Error) -> c_int {
         E::UnknownRpc(_) => libc::ENOENT,
         E::NotAwaitingReply(_) => libc::EALREADY,
         E::Limit(_) => libc::ENOBUFS,
+        E::StreamReset => libc::ECONNRESET,
+        E::StreamRefused => libc::ECONNREFUSED,
+        E::StreamOpenTimeout => libc::ENOTCONN,
+        E::StreamFinished => libc::EPIPE,
         E::Config(_) => libc::EINVAL,
         E::Io(io) => io.raw_os_error().filter(|&n| n > 0).unwrap_or(libc::EIO),
         // A variant newer than this mapping: a generic failure.
@@ -123,6 +127,10 @@ fn fixed_text(n: c_int) -> Option<&'static CStr> {
         libc::EALREADY => c"not a request awaiting a reply (already answered?)",
         libc::ENOBUFS => c"the endpoint is at one of its limits; try again later",
         libc::EIO => c"I/O or internal error",
+        libc::ECONNRESET => c"the peer reset the stream",
+        libc::ECONNREFUSED => c"the peer refused the stream (streams disabled there, or a limit)",
+        libc::ENOTCONN => c"the peer never accepted the stream (dead, or without stream support)",
+        libc::EPIPE => c"the stream is finished: no more messages can be sent",
         _ => return None,
     })
 }

@@ -19,9 +19,11 @@
 #![deny(missing_docs)]
 
 mod error;
+mod stream;
 mod types;
 
 pub use error::{errno_of, CError};
+pub use stream::HomarsStream;
 pub use types::{
     parse_addr, HomarsEndpoint, HomarsMetrics, HomarsMsg, HomarsRpc, HOMARS_ADDRSTRLEN,
 };
@@ -739,7 +741,10 @@ mod tests {
             // the two calls, so leave room.)
             let mut buf = vec![0 as c_char; need as usize + 256];
             let got = homars_metrics_json(server, buf.as_mut_ptr(), buf.len());
-            assert!(got >= need && (got as usize) < buf.len(), "{got} for {need}");
+            assert!(
+                got >= need && (got as usize) < buf.len(),
+                "{got} for {need}"
+            );
             let json: serde_json::Value =
                 serde_json::from_str(CStr::from_ptr(buf.as_ptr()).to_str().unwrap()).unwrap();
             assert_eq!(json["protocol"]["requests_delivered"], 1);

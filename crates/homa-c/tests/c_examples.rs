@@ -90,6 +90,11 @@ fn c_threads() {
     c_test("threads_test");
 }
 
+#[test]
+fn c_streams() {
+    c_test("stream_test");
+}
+
 /// The header's structs have the library's sizes and offsets, and the
 /// header compiles on its own as strict C99 and as C++.
 #[test]

@@ -8,6 +8,8 @@
 //!   percentiles for workloads);
 //! - [`demo::run_demo`] runs the project's headline comparison;
 //! - [`lossmatrix::run_loss_matrix`] measures Homa under injected loss;
+//! - [`streams::run_streams`] compares messages over streams with one RPC
+//!   per message;
 //! - [`workload`] samples the standard message-size workloads;
 //! - [`contention::Contention`] keeps CPUs busy, for measurements on a busy
 //!   host;
@@ -30,6 +32,7 @@ pub mod lossmatrix;
 pub mod proto;
 pub mod server;
 pub mod stats;
+pub mod streams;
 mod tcp;
 mod udp;
 pub mod worker;

@@ -40,6 +40,25 @@ enum Command {
     /// Homa echo RPCs on loopback under injected loss (both directions, both
     /// ends): median and p99 latency per loss rate and size.
     Lossmatrix(LossMatrixArgs),
+    /// Messages over streams against one RPC per message, in-process on
+    /// loopback: messages/s and CPU µs per message.
+    Streams(StreamsArgs),
+}
+
+#[derive(Debug, Args)]
+struct StreamsArgs {
+    /// Streams (or RPC callers) at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Message size (bytes).
+    #[arg(long, default_value_t = 100)]
+    size: usize,
+    /// Length of each mode's run (s).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Homa runtime configuration (TOML); default: tuned for loopback.
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -386,6 +405,17 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 print!("{}", result.to_table());
             }
+            Ok(())
+        }
+        Command::Streams(a) => {
+            let o = homa_perf::streams::StreamsOptions {
+                concurrency: a.concurrency,
+                size: a.size,
+                seconds: a.seconds,
+                config: homa_config(a.config.as_ref())?,
+            };
+            let r = homa_perf::streams::run_streams(&o)?;
+            print!("{}", homa_perf::streams::streams_table(&o, &r));
             Ok(())
         }
         Command::Cluster(a) => {

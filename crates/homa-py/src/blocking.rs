@@ -82,7 +82,7 @@ impl Shared {
 }
 
 /// How a sliced wait ended.
-enum Waited<T> {
+pub(crate) enum Waited<T> {
     /// The runtime's answer (`Err(Timeout)` once the whole timeout passed).
     Done(Result<T, homa::Error>),
     /// A signal handler raised (KeyboardInterrupt, usually).
@@ -91,7 +91,7 @@ enum Waited<T> {
 
 /// Runs `wait(slice)` without the GIL until it returns something other than
 /// a timeout or the deadline passes, checking signals between slices.
-fn wait_sliced<T: Send>(
+pub(crate) fn wait_sliced<T: Send>(
     py: Python<'_>,
     limit: Option<Duration>,
     wait: impl Fn(Duration) -> Result<T, homa::Error> + Sync,
@@ -260,6 +260,36 @@ impl Endpoint {
                 Err(err)
             }
             Waited::Done(Err(e)) => Err(to_py(py, e)),
+            Waited::Interrupted(e) => Err(e),
+        }
+    }
+
+    /// Opens a stream to `dest` (returns at once; see `Stream`).
+    fn open_stream(
+        &self,
+        py: Python<'_>,
+        dest: &Bound<'_, PyAny>,
+    ) -> PyResult<crate::stream::Stream> {
+        let dest = parse_addr(py, dest)?;
+        let ep = self.shared.get(py)?;
+        let s = py
+            .detach(|| ep.blocking().open_stream(dest))
+            .map_err(|e| to_py(py, e))?;
+        Ok(crate::stream::Stream::new(s))
+    }
+
+    /// Waits for a stream a peer opened, at most `timeout` seconds.
+    #[pyo3(signature = (timeout=None))]
+    fn accept_stream(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+    ) -> PyResult<crate::stream::Stream> {
+        let limit = crate::convert::timeout(py, timeout)?;
+        let ep = self.shared.get(py)?;
+        let ep = ep.blocking();
+        match wait_sliced(py, limit, |slice| ep.accept_stream(Some(slice))) {
+            Waited::Done(r) => r.map(crate::stream::Stream::new).map_err(|e| to_py(py, e)),
             Waited::Interrupted(e) => Err(e),
         }
     }

@@ -12,6 +12,7 @@ mod aio;
 mod blocking;
 mod convert;
 mod errors;
+mod stream;
 mod types;
 
 use pyo3::prelude::*;
@@ -37,6 +38,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<aio::AsyncEndpoint>()?;
     m.add_class::<types::RpcId>()?;
     m.add_class::<types::Request>()?;
+    m.add_class::<stream::Stream>()?;
     m.add_function(wrap_pyfunction!(default_config, m)?)?;
     m.add_function(wrap_pyfunction!(loopback_config, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

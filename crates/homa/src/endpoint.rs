@@ -203,6 +203,9 @@ struct State {
     /// Application threads asleep until there is something for them.
     parked: Parked,
     faults: Option<Faults<Transmit, HeldPacket>>,
+    /// Streams' messages and outcomes until their handles take them
+    /// (`stream.rs`).
+    streams: crate::stream::Streams,
 }
 
 /// The runtime's counters, updated without the lock.
@@ -359,6 +362,7 @@ impl Endpoint {
                 generation: 0,
                 parked: Parked::default(),
                 faults,
+                streams: crate::stream::Streams::default(),
             }),
             stats: Stats::default(),
             config,
@@ -1010,6 +1014,10 @@ impl Inner {
                 Event::Failed { rpc, error } => Self::finish(st, rpc, Err(error.into())),
             }
         }
+        // Stream events go to their streams (`stream.rs`).
+        if crate::stream::drain(&mut st.core, self.now(), &mut st.streams, &mut st.parked) && !any {
+            st.generation += 1;
+        }
         if any {
             self.sync_ready(st);
         }
@@ -1443,5 +1451,50 @@ fn late(ce: bool) -> PacketMeta {
     PacketMeta {
         ce,
         backlogged: false,
+    }
+}
+
+// ---- Hooks for streams (`stream.rs`) ----
+impl Inner {
+    /// Runs `f` on the core and the streams' state under the lock (stream
+    /// events drained before and after), then sends what it produced and
+    /// wakes whoever its stream events concern.
+    pub(crate) fn stream_op<T>(
+        &self,
+        f: impl FnOnce(&mut homa_core::Endpoint, Nanos, &mut crate::stream::Streams) -> T,
+    ) -> Result<T, Error> {
+        self.check_open()?;
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let now = self.now();
+        let mut events = crate::stream::drain(&mut st.core, now, &mut st.streams, &mut st.parked);
+        let r = f(&mut st.core, now, &mut st.streams);
+        events |= crate::stream::drain(&mut st.core, now, &mut st.streams, &mut st.parked);
+        if events {
+            st.generation += 1;
+            if st.reader != Reader::Nobody {
+                // The reader may wait on one of these streams, asleep.
+                self.kick_reader(st);
+            }
+        }
+        let out = self.take_output(st, now);
+        self.wake_reader_for_pacer(st);
+        let send = self.queue_out(out);
+        let woken = st.parked.take_woken();
+        drop(guard);
+        unpark(woken);
+        self.send_queued(send);
+        Ok(r)
+    }
+
+    /// Waits (as [`Inner::wait_until`]) until `check` on the streams'
+    /// state yields a result.
+    pub(crate) fn wait_stream<T>(
+        &self,
+        what: WaitFor,
+        deadline: Option<Instant>,
+        mut check: impl FnMut(&mut crate::stream::Streams) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        self.wait_until(what, deadline, |st| check(&mut st.streams))
     }
 }

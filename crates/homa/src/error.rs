@@ -63,6 +63,20 @@ pub enum Error {
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The peer aborted the stream, or no longer knows it.
+    #[error("the peer reset the stream")]
+    StreamReset,
+    /// The peer refused to open the stream (streams disabled there, or a
+    /// limit).
+    #[error("the peer refused the stream (streams disabled there, or a limit)")]
+    StreamRefused,
+    /// The peer never answered the stream's opening: dead, or an endpoint
+    /// without stream support (Linux Homa).
+    #[error("the peer never accepted the stream (dead, or without stream support)")]
+    StreamOpenTimeout,
+    /// `send` after `finish`, or on a stream that has closed.
+    #[error("the stream is finished: no more messages can be sent")]
+    StreamFinished,
     /// An operating-system error.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -88,6 +102,17 @@ impl From<homa_core::RpcError> for Error {
             homa_core::RpcError::ResponseTooLong { len, max } => {
                 Error::ResponseTooLong { len, max }
             }
+        }
+    }
+}
+
+impl From<homa_core::StreamError> for Error {
+    fn from(e: homa_core::StreamError) -> Error {
+        match e {
+            homa_core::StreamError::PeerDead => Error::PeerDead,
+            homa_core::StreamError::Reset => Error::StreamReset,
+            homa_core::StreamError::Refused => Error::StreamRefused,
+            homa_core::StreamError::OpenTimeout => Error::StreamOpenTimeout,
         }
     }
 }

@@ -77,6 +77,7 @@ mod oneshot;
 mod parked;
 mod ready;
 mod socket;
+mod stream;
 #[cfg(feature = "tokio")]
 mod timer;
 mod wake;
@@ -87,3 +88,4 @@ pub use config::{Config, FaultInjection, Transport};
 pub use endpoint::{Endpoint, Request, RuntimeStats};
 pub use error::Error;
 pub use homa_core::{Message, Metrics, RpcId};
+pub use stream::Stream;

@@ -24,6 +24,11 @@ pub(crate) enum WaitFor {
     AnyResponse,
     /// The next request (`recv_request`).
     Request,
+    /// Something on this stream: a message, its end, room to send, or its
+    /// failure (`Stream::recv`, `Stream::send`; see `stream.rs`).
+    Stream(RpcId),
+    /// The next stream a peer opened (`accept_stream`).
+    Accept,
 }
 
 /// A parked thread's place, to leave the table by when it wakes.
@@ -39,6 +44,8 @@ pub(crate) struct Parked {
     by_rpc: HashMap<RpcId, Vec<(Ticket, Thread)>>,
     any_response: VecDeque<(Ticket, Thread)>,
     requests: VecDeque<(Ticket, Thread)>,
+    streams: HashMap<RpcId, Vec<(Ticket, Thread)>>,
+    accepts: VecDeque<(Ticket, Thread)>,
     woken: Woken,
     /// What the application thread that reads the socket waits for: it
     /// checks for it after each round of input, so the first such item of
@@ -60,6 +67,8 @@ impl Parked {
             WaitFor::Response(id) => self.by_rpc.entry(id).or_default().push(entry),
             WaitFor::AnyResponse => self.any_response.push_back(entry),
             WaitFor::Request => self.requests.push_back(entry),
+            WaitFor::Stream(id) => self.streams.entry(id).or_default().push(entry),
+            WaitFor::Accept => self.accepts.push_back(entry),
         }
         self.next
     }
@@ -78,6 +87,15 @@ impl Parked {
             }
             WaitFor::AnyResponse => gone(&mut self.any_response),
             WaitFor::Request => gone(&mut self.requests),
+            WaitFor::Stream(id) => {
+                if let Some(v) = self.streams.get_mut(&id) {
+                    v.retain(|(t, _)| *t != ticket);
+                    if v.is_empty() {
+                        self.streams.remove(&id);
+                    }
+                }
+            }
+            WaitFor::Accept => gone(&mut self.accepts),
         }
     }
 
@@ -138,9 +156,37 @@ impl Parked {
             .extend(self.any_response.drain(..).map(|(_, t)| t));
     }
 
+    /// Something happened on stream `id`: wakes every thread waiting on it
+    /// (a sender and a receiver may share a stream; each re-checks).
+    pub(crate) fn stream_ready(&mut self, id: RpcId) {
+        if let Some(v) = self.streams.remove(&id) {
+            self.woken.extend(v.into_iter().map(|(_, t)| t));
+        }
+    }
+
+    /// A peer opened a stream: wakes the thread that has waited longest to
+    /// accept one.
+    pub(crate) fn accept_ready(&mut self) {
+        if let Some((_, t)) = self.accepts.pop_front() {
+            self.woken.push(t);
+        }
+    }
+
     /// The reader role is free: wakes one thread to take it.
     pub(crate) fn wake_one(&mut self) {
-        let t = match self.requests.pop_front() {
+        let t = match self
+            .requests
+            .pop_front()
+            .or_else(|| self.accepts.pop_front())
+            .or_else(|| {
+                let id = self.streams.keys().next().copied()?;
+                let v = self.streams.get_mut(&id)?;
+                let t = v.pop();
+                if v.is_empty() {
+                    self.streams.remove(&id);
+                }
+                t
+            }) {
             Some((_, t)) => Some(t),
             None => match self.any_response.pop_front() {
                 Some((_, t)) => Some(t),
@@ -168,6 +214,10 @@ impl Parked {
         self.woken
             .extend(self.any_response.drain(..).map(|(_, t)| t));
         self.woken.extend(self.requests.drain(..).map(|(_, t)| t));
+        for (_, v) in self.streams.drain() {
+            self.woken.extend(v.into_iter().map(|(_, t)| t));
+        }
+        self.woken.extend(self.accepts.drain(..).map(|(_, t)| t));
     }
 
     /// The threads to unpark (after releasing the lock).
@@ -287,10 +337,34 @@ mod tests {
         p.enter(WaitFor::Response(rpc(2)));
         p.enter(WaitFor::AnyResponse);
         p.enter(WaitFor::Request);
+        p.enter(WaitFor::Stream(rpc(4)));
+        p.enter(WaitFor::Accept);
         p.wake_all();
-        assert_eq!(woken(&mut p), 4);
+        assert_eq!(woken(&mut p), 6);
         p.wake_all();
         assert_eq!(woken(&mut p), 0);
+    }
+
+    #[test]
+    fn stream_events_wake_that_streams_waiters_and_accepts_one() {
+        let mut p = Parked::default();
+        p.enter(WaitFor::Stream(rpc(2)));
+        let t = p.enter(WaitFor::Stream(rpc(2)));
+        p.enter(WaitFor::Stream(rpc(4)));
+        p.enter(WaitFor::Accept);
+        p.enter(WaitFor::Accept);
+        p.stream_ready(rpc(2));
+        assert_eq!(woken(&mut p), 2);
+        p.leave(WaitFor::Stream(rpc(2)), t);
+        p.stream_ready(rpc(2));
+        assert_eq!(woken(&mut p), 0);
+        p.accept_ready();
+        assert_eq!(woken(&mut p), 1);
+        p.wake_one();
+        assert_eq!(woken(&mut p), 1);
+        p.wake_one();
+        assert_eq!(woken(&mut p), 1);
+        assert!(p.streams.is_empty() && p.accepts.is_empty());
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub const PROGRAMS: &[(&str, &str)] = &[
     ("epoll_echo", "examples/c/epoll_echo.c"),
     ("errors_test", "tests/c/errors_test.c"),
     ("threads_test", "tests/c/threads_test.c"),
+    ("stream_test", "tests/c/stream_test.c"),
     ("layout", "tests/c/layout.c"),
 ];
 

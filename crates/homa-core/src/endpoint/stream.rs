@@ -229,9 +229,15 @@ impl Endpoint {
             StreamOp::Accept => self.stream_accept_received(now, id, c),
             StreamOp::Ack | StreamOp::Missing => self.stream_ack_received(now, id, c),
             StreamOp::Reset => {
-                if self.is_stream(&id) {
+                if let Some(s) = state_of(self.rpcs.get_mut(&id)) {
                     debug!(%id, "stream reset by the peer");
-                    self.fail_stream(now, id, StreamError::Reset);
+                    // A RESET before the ACCEPT is the peer's refusal.
+                    let error = if s.handshake == Handshake::Opening {
+                        StreamError::Refused
+                    } else {
+                        StreamError::Reset
+                    };
+                    self.fail_stream(now, id, error);
                     self.schedule_grants(now);
                 } else {
                     self.metrics.unknown_rpc_packets += 1;

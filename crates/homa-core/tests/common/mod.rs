@@ -64,6 +64,9 @@
 // Each test binary uses a different part of the harness.
 #![allow(dead_code)]
 
+mod streams;
+pub use streams::StreamWorkload;
+
 use bytes::Bytes;
 use homa_core::{Config, Endpoint, Event, Metrics, Nanos, RpcError, RpcId};
 use rand::{Rng, RngCore, SeedableRng};
@@ -334,6 +337,8 @@ pub struct NetConfig {
     pub per_endpoint: Vec<Option<Config>>,
     /// The applications.
     pub workload: Workload,
+    /// Streams opened beside the RPCs (`streams.rs`).
+    pub streams: StreamWorkload,
     /// Cap on simulation events over the whole run.
     pub max_events: u64,
 }
@@ -357,6 +362,7 @@ impl NetConfig {
             homa,
             per_endpoint: Vec::new(),
             workload: Workload::all_to_all(n, rpcs_per_client, 4, sizes),
+            streams: StreamWorkload::default(),
             max_events: 50_000_000,
         }
     }
@@ -437,6 +443,8 @@ pub struct Report {
     pub trace_hash: u64,
     /// Every endpoint's metrics at the end.
     pub metrics: Vec<Metrics>,
+    /// Stream messages delivered (both ways, every stream).
+    pub stream_messages: u64,
 }
 
 impl Report {
@@ -601,6 +609,7 @@ pub struct Network {
     events: u64,
     /// Virtual-time window whose deliveries are printed (`HOMA_TRACE`).
     print_window: Option<(Nanos, Nanos)>,
+    streams: streams::StreamApp,
 }
 
 /// Reads `HOMA_TRACE=from_ns..to_ns` (or `from_ns..`): the deliveries in that
@@ -733,6 +742,7 @@ impl Network {
             trace: Fnv64::new(),
             events: 0,
             print_window: print_window_from_env(),
+            streams: streams::StreamApp::default(),
             cfg,
         }
     }
@@ -894,6 +904,9 @@ impl Network {
                 ));
             }
             self.on_event(i, ev);
+        }
+        while let Some(ev) = self.endpoints[i].poll_stream_event() {
+            self.on_stream_event(i, ev);
         }
         self.kick(i);
         self.rearm_timer(i);
@@ -1222,10 +1235,11 @@ impl Network {
 
     fn workload_done(&self) -> bool {
         let total = self.cfg.workload.rpcs_per_client;
-        self.cfg.workload.clients.iter().all(|&c| {
-            let s = &self.clients[c];
-            s.outstanding == 0 && (s.stopped || s.issued >= total)
-        })
+        self.streams_done()
+            && self.cfg.workload.clients.iter().all(|&c| {
+                let s = &self.clients[c];
+                s.outstanding == 0 && (s.stopped || s.issued >= total)
+            })
     }
 
     /// True if endpoint `i` holds no RPC state.
@@ -1300,6 +1314,7 @@ impl Network {
             self.refill(c);
             self.after(c);
         }
+        self.start_streams();
 
         // Phase 1: the workload.
         self.run_while(limit_ns, "workload", |net| !net.workload_done());
@@ -1370,6 +1385,7 @@ impl Network {
             packets_delivered: self.stats.packets_delivered,
             events: self.events,
             trace_hash: self.trace.finish(),
+            stream_messages: self.streams.delivered,
             metrics: self.endpoints.iter().map(|e| e.metrics()).collect(),
         }
     }

@@ -294,7 +294,10 @@ fn a_dead_peer_fails_the_stream_and_an_abort_resets_it() {
     // RESET for an opening stream reads as a refusal.
     let ev = sevents(&mut net, 0);
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert!(matches!(ev[0], StreamEvent::Failed { stream, .. } if stream == c));
+    assert!(matches!(
+        ev[0],
+        StreamEvent::Failed { stream, error: StreamError::Refused } if stream == c
+    ));
     assert_eq!(net.eps[1].metrics().streams_refused, 1);
 }
 
