@@ -297,13 +297,26 @@ impl Endpoint {
         self.after_change(now, id);
     }
 
+    /// The stream state a control packet for `id` is about, if `id` is a
+    /// stream of ours; a packet for an unknown RPC, or for one that is not
+    /// a stream, is counted.
+    fn stream_for_ctl(&mut self, id: RpcId) -> Option<&mut StreamState> {
+        match self.rpcs.get(&id) {
+            None => {
+                self.metrics.unknown_rpc_packets += 1;
+                return None;
+            }
+            Some(rpc) if !matches!(rpc.phase, Phase::Stream(_)) => {
+                self.metrics.stream_invalid += 1;
+                return None;
+            }
+            Some(_) => {}
+        }
+        state_of(self.rpcs.get_mut(&id))
+    }
+
     fn stream_accept_received(&mut self, now: Nanos, id: RpcId, c: StreamCtl) {
-        let Some(rpc) = self.rpcs.get_mut(&id) else {
-            self.metrics.unknown_rpc_packets += 1;
-            return;
-        };
-        let Some(s) = state_of(Some(rpc)) else {
-            self.metrics.stream_invalid += 1;
+        let Some(s) = self.stream_for_ctl(id) else {
             return;
         };
         match s.handshake {
@@ -329,12 +342,7 @@ impl Endpoint {
     }
 
     fn stream_ack_received(&mut self, now: Nanos, id: RpcId, c: StreamCtl) {
-        let Some(rpc) = self.rpcs.get_mut(&id) else {
-            self.metrics.unknown_rpc_packets += 1;
-            return;
-        };
-        let Some(s) = state_of(Some(rpc)) else {
-            self.metrics.stream_invalid += 1;
+        let Some(s) = self.stream_for_ctl(id) else {
             return;
         };
         if s.handshake == Handshake::Opening {
