@@ -1,0 +1,450 @@
+//! The receive path and the reader role: who reads the socket, how it
+//! sleeps (in the receive call itself on UDP, kicked by the background
+//! thread at its deadline), and how waiting threads get what they wait for.
+
+use super::*;
+
+impl Inner {
+    /// Takes in one received datagram: through the fault shim if there is
+    /// one, then the port check, then the core.
+    pub(super) fn receive(
+        &self,
+        st: &mut State,
+        now: Nanos,
+        src: SocketAddr,
+        bytes: &[u8],
+        meta: PacketMeta,
+    ) {
+        let Some(f) = st.faults.as_mut() else {
+            self.deliver(st, now, src, bytes, meta);
+            return;
+        };
+        let s = &self.stats;
+        let verdict = f.recv.decide();
+        match verdict {
+            Verdict::Pass => {}
+            Verdict::Drop => {
+                s.injected_recv_drops.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Verdict::Duplicate => {
+                s.injected_recv_duplicates.fetch_add(1, Ordering::Relaxed);
+            }
+            Verdict::Hold => {
+                s.injected_recv_reorders.fetch_add(1, Ordering::Relaxed);
+                f.recv.hold(now, (src, bytes.to_vec(), meta.ce));
+                return;
+            }
+        }
+        let released = f.recv.passed();
+        self.deliver(st, now, src, bytes, meta);
+        if verdict == Verdict::Duplicate {
+            self.deliver(st, now, src, bytes, meta);
+        }
+        for (src, bytes, ce) in released {
+            self.deliver(st, now, src, &bytes, late(ce));
+        }
+    }
+
+    /// Hands held-back received packets whose time has come to the core.
+    pub(super) fn receive_due(&self, st: &mut State, now: Nanos) {
+        let Some(f) = st.faults.as_mut() else {
+            return;
+        };
+        for (src, bytes, ce) in f.recv.due(now) {
+            self.deliver(st, now, src, &bytes, late(ce));
+        }
+    }
+
+    /// Hands a packet to the core unless its Homa ports contradict its UDP
+    /// ports (UDP only; shorter packets go on, for the core to reject).
+    /// `meta.backlogged`: the socket holds more than we took in this call,
+    /// so the core may shed new requests of unproven peers (see
+    /// `homa_core::Endpoint::handle_packet_backlogged`); `meta.ce`: the
+    /// packet came marked CE.
+    pub(super) fn deliver(
+        &self,
+        st: &mut State,
+        now: Nanos,
+        src: SocketAddr,
+        bytes: &[u8],
+        meta: PacketMeta,
+    ) {
+        if self.ports_match(src, bytes) {
+            st.core.handle_packet_meta(now, src.ip(), bytes, meta);
+        }
+    }
+
+    /// UDP only: whether the Homa header's ports agree with the datagram's
+    /// UDP source port and this endpoint's port (counted and false if not).
+    pub(super) fn ports_match(&self, src: SocketAddr, bytes: &[u8]) -> bool {
+        if self.sock.has_udp_ports() && bytes.len() >= 4 {
+            let sport = u16::from_be_bytes([bytes[0], bytes[1]]);
+            let dport = u16::from_be_bytes([bytes[2], bytes[3]]);
+            if sport != src.port() || dport != self.local.port() {
+                self.stats
+                    .port_mismatch_drops
+                    .fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Hands the ICMP destination-unreachables queued on a raw socket to
+    /// the core, which ends the RPCs they name (see
+    /// `homa_core::Endpoint::handle_unreachable`).
+    pub(super) fn take_icmp_errors(&self) {
+        let errors = self.sock.take_icmp_errors();
+        if errors.is_empty() {
+            return;
+        }
+        self.stats
+            .icmp_errors
+            .fetch_add(errors.len() as u64, Ordering::Relaxed);
+        let mut st = self.lock();
+        let now = self.now();
+        for (dst, quoted) in &errors {
+            st.core.handle_unreachable(now, *dst, quoted);
+        }
+        let out = self.take_output(&mut st, now);
+        self.dispatch(&mut st);
+        let send = self.queue_out(out);
+        let woken = st.parked.take_woken();
+        drop(st);
+        unpark(woken);
+        self.send_queued(send);
+    }
+
+    /// One round of the reader's work: wait for input (or a deadline), then
+    /// process what came and run due timers. Readers sleep in `ppoll` (the
+    /// background thread can be kicked out of it); a polling thread does not
+    /// sleep.
+    pub(super) fn reader_step(&self, deadline: Option<Instant>, mode: ReadMode, spins: u32) {
+        if mode == ReadMode::Busy {
+            // Spinning: look at timers and the pacer only now and then. (A
+            // call for a whole batch costs no more than a probe for one
+            // datagram when one is queued, and under load, e.g. a flood,
+            // reading one per call made the reader fall behind.)
+            self.take_input(self.config.recv_batch, spins % 32 == 0);
+        } else {
+            let block = self.sleep_until_input(deadline, mode);
+            self.take_input_from(self.config.recv_batch, true, block);
+        }
+    }
+
+    /// Sleeps until the socket is readable, the next timer or pacer
+    /// deadline, `deadline`, or a kick. Returns true instead of sleeping
+    /// when the caller is to sleep in the receive call itself (an
+    /// application reader on UDP with a deadline far enough away for the
+    /// background thread to kick it then).
+    pub(super) fn sleep_until_input(&self, deadline: Option<Instant>, mode: ReadMode) -> bool {
+        let now = self.now();
+        let mut st = self.lock();
+        let mut wait = {
+            let mut w = st
+                .core
+                .poll_timeout()
+                .map(|t| Duration::from_nanos(t.saturating_sub(now)));
+            if st.held.is_some() {
+                if let Some(p) = &st.pacer {
+                    let pw = Duration::from_nanos(p.next_send_time(now) - now);
+                    w = Some(w.map_or(pw, |x| x.min(pw)));
+                }
+            }
+            if let Some(t) = st.faults.as_ref().and_then(|f| f.next_deadline()) {
+                let fw = Duration::from_nanos(t.saturating_sub(now));
+                w = Some(w.map_or(fw, |x| x.min(fw)));
+            }
+            w.unwrap_or(MAX_SLEEP).min(MAX_SLEEP)
+        };
+        if let Some(d) = deadline {
+            wait = wait.min(d.saturating_duration_since(Instant::now()));
+        }
+        if mode == ReadMode::App && self.sock.can_block() && wait >= BLOCK_IN_RECV_FROM {
+            let until = now + wait.as_nanos() as Nanos;
+            st.recv_blocked_until = Some(until);
+            // (Under the lock: the background thread decides how long to
+            // sleep under it too, so it cannot miss this.)
+            if st.bg_wakes_at.is_none_or(|t| t > until) {
+                self.bg_cond.notify_one();
+            }
+            return true;
+        }
+        drop(st);
+        if wait > SPIN_BELOW {
+            let (_, kicked, error) = sleep(self.sock.fd(), &self.kick, Some(wait));
+            if error {
+                // `take_input` reads the queued ICMP errors (a socket with
+                // one queued stays POLLERR).
+                self.sock.note_poll_error();
+            }
+            if kicked {
+                self.kick.drain();
+            }
+        }
+        false
+    }
+
+    /// Processes whatever the socket holds, runs due timers, sends what
+    /// that produced and hands events to their waiters.
+    pub(super) fn take_input(&self, first: usize, housekeeping: bool) {
+        self.take_input_from(first, housekeeping, false)
+    }
+
+    /// [`Inner::take_input`]; with `block`, the first receive call sleeps
+    /// until something comes ([`HomaSocket::recv_wait`]).
+    pub(super) fn take_input_from(&self, first: usize, housekeeping: bool, mut block: bool) {
+        let mut rb = self.recv_bufs.lock().unwrap_or_else(|p| p.into_inner());
+        self.take_icmp_errors();
+        let mut max = first;
+        for _ in 0..RECV_ROUNDS {
+            let got = if block {
+                self.sock.recv_wait(&mut rb, max)
+            } else {
+                self.sock.recv(&mut rb, max)
+            };
+            let n = match got {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "receive failed");
+                    0
+                }
+            };
+            if n == 0 && !housekeeping {
+                return;
+            }
+            if n > 0 {
+                self.stats.recv_calls.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .packets_received
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
+            let mut st = self.lock();
+            if block {
+                st.recv_blocked_until = None;
+                block = false;
+            }
+            let now = self.now();
+            let backlogged = n == max && max > 1;
+            let mut ce_marks = 0;
+            for i in 0..n {
+                // A large packet alone in its buffer is kept as it is (no
+                // copy), unless the fault shim wants a copy to play with.
+                let owned = if st.faults.is_none() {
+                    rb.take_datagram(i)
+                } else {
+                    None
+                };
+                if let Some((src, bytes, ce)) = owned {
+                    ce_marks += ce as u64;
+                    let meta = PacketMeta { ce, backlogged };
+                    if self.ports_match(src, &bytes) {
+                        st.core.handle_packet_bytes_meta(now, src.ip(), bytes, meta);
+                    }
+                    continue;
+                }
+                let (src, bytes, ce) = rb.datagram(i);
+                if crate::socket::is_kick(src, bytes, self.local) {
+                    continue;
+                }
+                ce_marks += ce as u64;
+                self.receive(&mut st, now, src, bytes, PacketMeta { ce, backlogged });
+            }
+            if ce_marks > 0 {
+                self.stats
+                    .ce_received
+                    .fetch_add(ce_marks, Ordering::Relaxed);
+            }
+            self.receive_due(&mut st, now);
+            // Timers only once the socket is drained: packets still queued
+            // in our own socket must not count as a peer's silence.
+            let drained = n < max;
+            if drained && st.core.poll_timeout().is_some_and(|t| t <= now) {
+                st.core.handle_timeout(now);
+            } else if !drained
+                && st
+                    .core
+                    .poll_timeout()
+                    .is_some_and(|t| t + st.core.config().tick_ns <= now)
+            {
+                // Behind by more than a tick with packets still queued (a
+                // flood): let the core give up on peers that never answered,
+                // without judging the others' silence.
+                st.core.handle_timeout_backlogged(now);
+            }
+            let out = self.take_output(&mut st, now);
+            self.dispatch(&mut st);
+            let send = self.queue_out(out);
+            let woken = st.parked.take_woken();
+            drop(st);
+            unpark(woken);
+            self.send_queued(send);
+            if drained {
+                break;
+            }
+            max = self.config.recv_batch;
+        }
+    }
+
+    /// Waits until `check` yields a result, reading the socket meanwhile if
+    /// nobody else does.
+    pub(super) fn wait_until<T>(
+        &self,
+        what: WaitFor,
+        deadline: Option<Instant>,
+        mut check: impl FnMut(&mut State) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        self.waiters.fetch_add(1, Ordering::AcqRel);
+        let _waiting = Waiting(&self.waiters);
+        let busy = self.config.busy_poll;
+        // Like Homa/Linux, poll a while before sleeping: a message that
+        // comes soon is taken without a wake-up.
+        let mut polling = self.config.poll_us > 0
+            && !busy
+            && !(self.config.poll_adaptive && self.cpu.contended());
+        let poll_until = if polling {
+            Instant::now() + Duration::from_micros(self.config.poll_us)
+        } else {
+            self.epoch
+        };
+        let mut spins: u32 = 0;
+        let mut seen = u64::MAX;
+        let mut reading = false;
+        let mut st = self.lock();
+        // An RPC waited for by id is claimed meanwhile: `recv_any_response`
+        // leaves its outcome to this thread.
+        if let WaitFor::Response(id) = what {
+            st.claimed.insert(id);
+        }
+        let result = loop {
+            if self.closed.load(Ordering::Acquire) {
+                break Err(Error::Closed);
+            }
+            if st.generation != seen {
+                seen = st.generation;
+                if let Some(r) = check(&mut st) {
+                    break r;
+                }
+            }
+            // (Spinning threads read the clock only now and then.)
+            if (spins % 16 == 0 || !busy) && deadline.is_some_and(|d| Instant::now() >= d) {
+                break Err(Error::Timeout);
+            }
+            if reading {
+                drop(st);
+                spins = spins.wrapping_add(1);
+                let mode = if busy || (polling && Instant::now() < poll_until) {
+                    ReadMode::Busy
+                } else {
+                    polling = false;
+                    ReadMode::App
+                };
+                self.reader_step(deadline, mode, spins);
+                st = self.lock();
+                continue;
+            }
+            match st.reader {
+                Reader::Nobody => {
+                    st.reader = Reader::App;
+                    st.parked.set_reader(Some(what));
+                    reading = true;
+                    continue;
+                }
+                Reader::Background => self.kick.kick(),
+                Reader::App => {}
+            }
+            // Only the reader polls; others would just burn the CPU the
+            // reader needs (unless busy polling was asked for).
+            if busy {
+                drop(st);
+                std::hint::spin_loop();
+                st = self.lock();
+                continue;
+            }
+            let mut wait = MAX_SLEEP;
+            if let Some(d) = deadline {
+                wait = wait.min(d.saturating_duration_since(Instant::now()));
+            }
+            let ticket = st.parked.enter(what);
+            drop(st);
+            std::thread::park_timeout(wait);
+            st = self.lock();
+            st.parked.leave(what, ticket);
+        };
+        if let WaitFor::Response(id) = what {
+            st.claimed.remove(&id);
+        }
+        self.sync_ready(&st);
+        if reading {
+            st.reader = Reader::Nobody;
+            st.reader_free_since = Instant::now();
+            st.parked.set_reader(None);
+            st.parked.wake_one();
+            let woken = st.parked.take_woken();
+            drop(st);
+            unpark(woken);
+        }
+        result
+    }
+
+    /// Reads the socket whenever no application thread does.
+    pub(super) fn background(self: Arc<Self>) {
+        loop {
+            let mut st = self.lock();
+            loop {
+                if self.closed.load(Ordering::Acquire) {
+                    return;
+                }
+                let free = st.reader == Reader::Nobody
+                    && self.waiters.load(Ordering::Acquire) == 0
+                    && st.reader_free_since.elapsed() >= BACKGROUND_GRACE;
+                if free {
+                    break;
+                }
+                let mut wait = if self.waiters.load(Ordering::Acquire) > 0 {
+                    MAX_SLEEP
+                } else {
+                    BACKGROUND_GRACE
+                };
+                let now = self.now();
+                if let Some(until) = st.recv_blocked_until {
+                    // An application reader sleeps in the receive call,
+                    // whose own timeout is too coarse: wake it on time.
+                    if until <= now {
+                        st.recv_blocked_until = None;
+                        self.kick_self();
+                        continue;
+                    }
+                    wait = wait.min(Duration::from_nanos(until - now));
+                }
+                st.bg_wakes_at = Some(now + wait.as_nanos() as Nanos);
+                st = self
+                    .bg_cond
+                    .wait_timeout(st, wait)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                st.bg_wakes_at = None;
+            }
+            st.reader = Reader::Background;
+            drop(st);
+            while !self.closed.load(Ordering::Acquire) && self.waiters.load(Ordering::Acquire) == 0
+            {
+                self.reader_step(None, ReadMode::Background, 0);
+            }
+            let mut st = self.lock();
+            st.reader = Reader::Nobody;
+            st.reader_free_since = Instant::now();
+            st.parked.wake_one();
+            let woken = st.parked.take_woken();
+            drop(st);
+            unpark(woken);
+        }
+    }
+}
