@@ -68,6 +68,11 @@ fn sample_packets() -> Vec<Packet<'static>> {
             link_mbps: 100_000,
             unsched_ratio: homa_wire::RATIO_UNKNOWN,
         }),
+        Body::Stream(homa_wire::StreamCtl {
+            op: homa_wire::StreamOp::Ack,
+            next: 3,
+            limit: 11,
+        }),
     ];
     bodies
         .into_iter()
@@ -203,9 +208,9 @@ fn unknown_type_codes() {
         assert_eq!(e.packet_type(), None);
         assert_eq!(e.to_string(), format!("unknown packet type 0x{code:02x}"));
     }
-    // Every code outside 0x10..=0x18 and our 0x1d..=0x1f is unknown, even
+    // Every code outside 0x10..=0x18 and our 0x1c..=0x1f is unknown, even
     // with a bare common header.
-    for code in (0..=255u8).filter(|c| !(0x10..=0x18).contains(c) && !(0x1d..=0x1f).contains(c)) {
+    for code in (0..=255u8).filter(|c| !(0x10..=0x18).contains(c) && !(0x1c..=0x1f).contains(c)) {
         bytes[11] = code;
         assert_eq!(
             err(&bytes[..COMMON_HEADER_LEN]),
