@@ -223,15 +223,9 @@ impl Endpoint {
     // ----------------------------------------------------------------
     // Application API
 
-    /// Starts an RPC: sends `message` as a request to `dest`. The response
-    /// comes as [`Event::Response`] (or [`Event::Failed`]).
-    pub fn send_request(
-        &mut self,
-        now: Nanos,
-        dest: SocketAddr,
-        message: Bytes,
-    ) -> Result<RpcId, Error> {
-        self.check_length(message.len())?;
+    /// Whether a new client RPC (or stream) to `dest` may start: a real
+    /// address and port, and room in the RPC table.
+    pub(crate) fn check_new_rpc(&self, dest: SocketAddr) -> Result<(), Error> {
         if dest.port() == 0 {
             return Err(Error::BadAddress(dest, "port 0 is reserved"));
         }
@@ -241,6 +235,19 @@ impl Endpoint {
         if self.rpcs.len() >= self.config.max_rpcs as usize {
             return Err(Error::Limit("max_rpcs"));
         }
+        Ok(())
+    }
+
+    /// Starts an RPC: sends `message` as a request to `dest`. The response
+    /// comes as [`Event::Response`] (or [`Event::Failed`]).
+    pub fn send_request(
+        &mut self,
+        now: Nanos,
+        dest: SocketAddr,
+        message: Bytes,
+    ) -> Result<RpcId, Error> {
+        self.check_length(message.len())?;
+        self.check_new_rpc(dest)?;
         let len = message.len() as u32;
         if self.sender.buffered + len as u64 > self.config.tx_buffer_limit {
             return Err(Error::Limit("tx_buffer_limit"));

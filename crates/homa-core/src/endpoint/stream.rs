@@ -59,15 +59,7 @@ impl Endpoint {
         if window == 0 {
             return Err(Error::Limit("stream_window (streams disabled)"));
         }
-        if dest.port() == 0 {
-            return Err(Error::BadAddress(dest, "port 0 is reserved"));
-        }
-        if dest.ip().is_unspecified() {
-            return Err(Error::BadAddress(dest, "the unspecified address"));
-        }
-        if self.rpcs.len() >= self.config.max_rpcs as usize {
-            return Err(Error::Limit("max_rpcs"));
-        }
+        self.check_new_rpc(dest)?;
         let Ok(peer) = self.peers.get_or_create(dest) else {
             return Err(Error::Limit("max_peers"));
         };

@@ -107,6 +107,13 @@ impl Inner {
         for (dst, quoted) in &errors {
             st.core.handle_unreachable(now, *dst, quoted);
         }
+        self.end_round(st, now);
+    }
+
+    /// Ends a round of input: takes what the core will send, hands events
+    /// to their waiters, then (the lock released) wakes those threads and
+    /// sends.
+    fn end_round(&self, mut st: MutexGuard<'_, State>, now: Nanos) {
         let out = self.take_output(&mut st, now);
         self.dispatch(&mut st);
         let send = self.queue_out(out);
@@ -273,13 +280,7 @@ impl Inner {
                 // without judging the others' silence.
                 st.core.handle_timeout_backlogged(now);
             }
-            let out = self.take_output(&mut st, now);
-            self.dispatch(&mut st);
-            let send = self.queue_out(out);
-            let woken = st.parked.take_woken();
-            drop(st);
-            unpark(woken);
-            self.send_queued(send);
+            self.end_round(st, now);
             if drained {
                 break;
             }
