@@ -169,6 +169,11 @@ pub struct SizeSampler {
     sorted: Vec<u32>,
     added: Vec<u32>,
     dropped: Vec<u32>,
+    /// More than `capacity` lengths turned over since the last sort: the
+    /// next [`SizeSampler::sorted`] sorts `sizes` afresh, and `added` and
+    /// `dropped` stay empty until then (so that a sampler nobody reads
+    /// costs O(1) per length).
+    resort: bool,
 }
 
 impl SizeSampler {
@@ -182,34 +187,45 @@ impl SizeSampler {
             sorted: Vec::new(),
             added: Vec::new(),
             dropped: Vec::new(),
+            resort: false,
         }
     }
 
     /// Records one message length, replacing the oldest when full.
     pub fn record(&mut self, length: u32) {
         self.recorded += 1;
-        if self.sizes.len() < self.capacity {
+        let old = if self.sizes.len() < self.capacity {
             self.sizes.push(length);
+            None
         } else {
-            self.dropped.push(self.sizes[self.next]);
-            self.sizes[self.next] = length;
+            let old = std::mem::replace(&mut self.sizes[self.next], length);
             self.next = (self.next + 1) % self.capacity;
+            Some(old)
+        };
+        if self.resort {
+            return;
         }
-        self.added.push(length);
-        if self.added.len() > self.capacity {
-            // Everything turned over since the last sort: start afresh.
+        if self.added.len() >= self.capacity {
+            // Everything turned over since the last sort: sort afresh then.
+            self.resort = true;
             self.added.clear();
             self.dropped.clear();
-            self.sorted.clear();
-            self.added.extend_from_slice(&self.sizes);
+            return;
         }
+        self.dropped.extend(old);
+        self.added.push(length);
     }
 
     /// The lengths remembered, in ascending order. Between two calls only
     /// the lengths recorded in between are sorted and merged in, so a call
     /// after `k` new lengths costs O(n + k log k), not O(n log n).
     pub fn sorted(&mut self) -> &[u32] {
-        if !self.added.is_empty() {
+        if self.resort {
+            self.resort = false;
+            self.sorted.clear();
+            self.sorted.extend_from_slice(&self.sizes);
+            self.sorted.sort_unstable();
+        } else if !self.added.is_empty() {
             self.added.sort_unstable();
             self.dropped.sort_unstable();
             let mut out = Vec::with_capacity(self.sizes.len());
@@ -273,6 +289,28 @@ mod tests {
             let plan = PriorityPlan::from_sorted_sizes(s.sorted(), 1_000, 8);
             assert_eq!(plan, PriorityPlan::from_sizes(&want, 1_000, 8));
         }
+    }
+
+    /// A sampler whose sorted copy nobody asks for keeps no backlog past
+    /// one turnover and copies nothing per length (it once copied all of
+    /// `sizes` on every length after the first turnover).
+    #[test]
+    fn sampler_left_unread_keeps_no_backlog() {
+        let mut s = SizeSampler::new(100);
+        for i in 0..1_000u32 {
+            s.record(i);
+            assert!(s.added.len() <= 100 && s.dropped.len() <= 100);
+            if i > 200 {
+                assert!(s.resort && s.added.is_empty() && s.dropped.is_empty());
+            }
+        }
+        let want: Vec<u32> = (900..1_000).collect();
+        assert_eq!(s.sorted(), &want[..]);
+        s.record(5);
+        assert!(!s.resort);
+        let mut want2: Vec<u32> = (901..1_000).collect();
+        want2.insert(0, 5);
+        assert_eq!(s.sorted(), &want2[..]);
     }
 
     #[test]
