@@ -30,11 +30,12 @@ use crate::wake::{sleep, Kick};
 use crate::Error;
 use bytes::Bytes;
 use homa_core::{Event, Message, Metrics, Nanos, Pacer, PacketMeta, RpcId, Transmit};
+use parking_lot::{Condvar, MutexGuard};
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -244,7 +245,7 @@ pub(crate) struct Inner {
     local: SocketAddr,
     config: Config,
     epoch: Instant,
-    state: Mutex<State>,
+    state: parking_lot::Mutex<State>,
     /// Application threads inside `wait_until`.
     waiters: AtomicUsize,
     /// Whether the host's CPUs are all busy (adaptive polling).
@@ -352,7 +353,7 @@ impl Endpoint {
             sock,
             local,
             epoch: Instant::now(),
-            state: Mutex::new(State {
+            state: parking_lot::Mutex::new(State {
                 core,
                 pacer,
                 held: None,
@@ -432,6 +433,9 @@ impl Endpoint {
         }
         let inner = &self.inner;
         let mut st = inner.lock();
+        // Again under the lock: a shutdown that came in between has ended
+        // the core's RPCs (it sets `closed` before it takes the lock).
+        inner.check_open()?;
         let now = inner.now();
         let id = st.core.send_request(now, dest, request)?;
         st.outstanding.insert(id);
@@ -526,6 +530,9 @@ impl Endpoint {
         self.inner.check_open()?;
         let inner = &self.inner;
         let mut st = inner.lock();
+        // Again under the lock: a shutdown in between ended the RPC, and the
+        // caller should hear `Closed`, not that the RPC is unknown.
+        inner.check_open()?;
         let now = inner.now();
         st.core.reply(now, id, response)?;
         let out = inner.take_output(&mut st, now);
@@ -651,9 +658,7 @@ impl Inner {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock poisons it; the state is still
-        // consistent at every await point of the core, so carry on.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// Whether the readiness descriptor should be readable: a message waits
@@ -760,7 +765,9 @@ impl Inner {
     /// nobody reads, else wherever the reader sleeps.
     fn kick_reader(&self, st: &State) {
         match st.reader {
-            Reader::Nobody => self.bg_cond.notify_one(),
+            Reader::Nobody => {
+                self.bg_cond.notify_one();
+            }
             Reader::App if st.recv_blocked_until.is_some() => self.kick_self(),
             Reader::App | Reader::Background => self.kick.kick(),
         }
@@ -919,6 +926,7 @@ impl Inner {
     ) -> Result<T, Error> {
         self.check_open()?;
         let mut guard = self.lock();
+        self.check_open()?;
         let st = &mut *guard;
         let now = self.now();
         let mut events = crate::stream::drain(&mut st.core, now, &mut st.streams, &mut st.parked);
