@@ -26,7 +26,7 @@ pub(super) struct ByteDance {
     /// their peer's grants were paused: refiled when the pause ends. At
     /// most one entry per RPC; entries of RPCs gone meanwhile are dropped
     /// then.
-    held: BTreeSet<(SocketAddr, u64)>,
+    pub(super) held: BTreeSet<(SocketAddr, u64)>,
 }
 
 impl ByteDance {
