@@ -302,6 +302,11 @@ impl PeerTable {
         self.idle_count
     }
 
+    /// Every known peer's address and state, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &Peer)> + '_ {
+        self.map.iter().map(|(k, p)| (k.0, p))
+    }
+
     /// The peers we owe acks, in address order. Scans the table: for an
     /// endpoint that is closing (`Endpoint::close`), not for any per-packet
     /// path.

@@ -62,7 +62,28 @@ pub fn gro_bytes(c: &ByteDanceConfig, payload: u32) -> u32 {
     window::round_up(c.gro_bytes.max(1), payload.max(1))
 }
 
+/// The bandwidth-delay product (bytes) of a path whose round trip is
+/// `rtt_ns` and whose bottleneck runs at `mbps` Mbit/s: the one definition
+/// the simulator's and the testbed's reports use for both the detected and
+/// the true BDP (fractional, for averaging; [`rtt::bytes_in`] is the
+/// integer form the windows use).
+pub fn bdp_bytes(rtt_ns: f64, mbps: f64) -> f64 {
+    rtt_ns * mbps / 8_000.0
+}
+
 impl PeerState {
+    /// The BDP the mode has detected for this peer: `rtt_min` × the path's
+    /// rate ([`PeerState::path_mbps`]), in bytes; `None` before the first
+    /// RTT sample or while no rate is known. The windows derive from the
+    /// same two values (`rtt_mid` ≈ 4 × (`rtt_min` + GSO delay)).
+    pub fn detected_bdp(&self, local_mbps: u64) -> Option<f64> {
+        let mbps = self.path_mbps(local_mbps);
+        if !self.rtt.has_sample() || mbps == 0 {
+            return None;
+        }
+        Some(bdp_bytes(self.rtt.min_ns as f64, mbps as f64))
+    }
+
     /// The path's rate (Mbit/s): the slower of our link (`local_mbps`, 0 =
     /// unknown) and the peer's; 0 if neither is known.
     pub fn path_mbps(&self, local_mbps: u64) -> u64 {
@@ -228,6 +249,23 @@ mod tests {
             None,
             "our own link is unknown"
         );
+    }
+
+    #[test]
+    fn detected_bdp_is_rtt_min_times_the_path_rate() {
+        // 100 µs at 400 Mbit/s: 5,000 B.
+        assert_eq!(bdp_bytes(100_000.0, 400.0), 5_000.0);
+        let c = config();
+        let mut p = PeerState::default();
+        assert_eq!(p.detected_bdp(400), None, "no sample yet");
+        p.rtt.sample(100_000, c.rtt_ewma_weight);
+        p.rtt.sample(300_000, c.rtt_ewma_weight);
+        assert_eq!(p.detected_bdp(0), None, "no rate known");
+        // The slower of our 400 and the peer's 100 Mbit/s; rtt_min, not
+        // the smoothed RTT.
+        p.link_mbps = 100;
+        assert_eq!(p.detected_bdp(400), Some(1_250.0));
+        assert_eq!(p.detected_bdp(0), Some(1_250.0));
     }
 
     #[test]

@@ -371,6 +371,14 @@ impl Endpoint {
         self.peers.get(&peer).map(|p| p.bytedance)
     }
 
+    /// ByteDance mode's view of every peer we keep state for, in address
+    /// order (for experiments that compare it with the true paths).
+    pub fn bytedance_peers(&self) -> Vec<(SocketAddr, crate::bytedance::PeerState)> {
+        let mut v: Vec<_> = self.peers.iter().map(|(a, p)| (a, p.bytedance)).collect();
+        v.sort_unstable_by_key(|(a, _)| *a);
+        v
+    }
+
     /// Our unscheduled ratio as a receiver (‰), once measured (ByteDance
     /// mode only).
     pub fn unsched_ratio(&self) -> Option<u16> {

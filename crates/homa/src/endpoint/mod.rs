@@ -594,6 +594,12 @@ impl Endpoint {
         self.inner.lock().core.bytedance_peer(peer)
     }
 
+    /// What the ByteDance mode knows of every peer the endpoint keeps
+    /// state for, in address order (see [`Endpoint::bytedance_peer`]).
+    pub fn bytedance_peers(&self) -> Vec<(SocketAddr, homa_core::bytedance::PeerState)> {
+        self.inner.lock().core.bytedance_peers()
+    }
+
     /// The runtime's own counters.
     pub fn runtime_stats(&self) -> RuntimeStats {
         let s = &self.inner.stats;

@@ -95,6 +95,8 @@ fn a_new_message_from_a_capable_peer_draws_a_probe_answered_with_its_nonce() {
     let p = net.eps[0].bytedance_peer(addr(1)).unwrap();
     assert!(p.probe.capable && p.rtt.has_sample());
     assert_eq!(p.link_mbps, 10_000);
+    // The same state in the list of every peer's.
+    assert_eq!(net.eps[0].bytedance_peers(), vec![(addr(1), p)]);
     // The receiver's unscheduled ratio travelled: all messages were short.
     assert_eq!(net.eps[1].unsched_ratio(), Some(1000));
     assert_eq!(p.unsched_ratio, Some(1000));
