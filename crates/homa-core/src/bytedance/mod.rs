@@ -258,8 +258,8 @@ mod tests {
         let c = config();
         let mut p = PeerState::default();
         assert_eq!(p.detected_bdp(400), None, "no sample yet");
-        p.rtt.sample(100_000, c.rtt_ewma_weight);
-        p.rtt.sample(300_000, c.rtt_ewma_weight);
+        p.rtt.sample(0, 100_000, c.rtt_ewma_weight, W);
+        p.rtt.sample(1_000, 300_000, c.rtt_ewma_weight, W);
         assert_eq!(p.detected_bdp(0), None, "no rate known");
         // The slower of our 400 and the peer's 100 Mbit/s; rtt_min, not
         // the smoothed RTT.
