@@ -124,6 +124,12 @@ pub struct RuntimeStats {
     /// zero-length datagram to its own socket (its deadline came, another
     /// thread left it work, or the endpoint closed).
     pub self_kicks: u64,
+    /// Times the background thread woke up (a deadline of its own, a
+    /// reader's deadline to kick, or a nudge from another thread).
+    pub background_wakes: u64,
+    /// Times the background thread took the reader role (nobody else was
+    /// reading or waiting).
+    pub background_reads: u64,
 }
 
 /// A request as the endpoint keeps it until a caller takes it: its packets
@@ -237,6 +243,8 @@ struct Stats {
     ce_received: AtomicU64,
     icmp_errors: AtomicU64,
     self_kicks: AtomicU64,
+    background_wakes: AtomicU64,
+    background_reads: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -622,6 +630,8 @@ impl Endpoint {
             ce_received: get(&s.ce_received),
             icmp_errors: get(&s.icmp_errors),
             self_kicks: get(&s.self_kicks),
+            background_wakes: get(&s.background_wakes),
+            background_reads: get(&s.background_reads),
         }
     }
 

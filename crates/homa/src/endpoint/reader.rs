@@ -427,9 +427,11 @@ impl Inner {
                 }
                 st.bg_wakes_at = Some(now + wait.as_nanos() as Nanos);
                 self.bg_cond.wait_for(&mut st, wait);
+                self.stats.background_wakes.fetch_add(1, Ordering::Relaxed);
                 st.bg_wakes_at = None;
             }
             st.reader = Reader::Background;
+            self.stats.background_reads.fetch_add(1, Ordering::Relaxed);
             drop(st);
             while !self.closed.load(Ordering::Acquire) && self.waiters.load(Ordering::Acquire) == 0
             {
