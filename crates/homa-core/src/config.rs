@@ -125,9 +125,28 @@ pub struct ByteDanceConfig {
     /// Below this unscheduled ratio (‰) of the receiver, an idle sender
     /// halves its gap-filling window (the paper's 40%).
     pub low_ratio: u32,
-    /// Grant nothing to a peer whose smoothed RTT is above `rtt_high` (the
-    /// paper's future work; default off). Timers still repair losses.
+    /// Grant nothing to a peer while its smoothed RTT and its latest sample
+    /// are both above `rtt_high` (the paper's future work; default off).
+    /// The pause ends at the first sample at or below `rtt_high`, or when
+    /// the latest sample is older than `grant_pause_stale_ns`; a paused
+    /// peer keeps being probed. Timers still repair losses.
     pub no_grants_above_high: bool,
+    /// How long a high RTT sample may keep a peer's grants paused (ns,
+    /// default 4 ms = four probe intervals): with no newer sample by then
+    /// (probes or answers lost, or the RTT itself that long) grants resume,
+    /// so a stale signal never stalls a message. Capped at `dead_peer_ns`
+    /// (an answer older than that is not a sample). At least 1.
+    pub grant_pause_stale_ns: u64,
+    /// `rtt_min` is the minimum RTT sampled over this much time (ns,
+    /// default 10 s, BBR's `min_rtt` window): after a route change to a
+    /// longer path the old minimum expires within it. At least 1.
+    pub rtt_min_window_ns: u64,
+    /// Hysteresis of the priority split the measured unscheduled ratio
+    /// drives (thousandths of a level, default 250): the number of
+    /// unscheduled levels changes only when `ratio × levels` is more than
+    /// half a level plus this far from the current number, so a ratio
+    /// near a rounding edge does not make the split flap. At most 1000.
+    pub split_hysteresis: u32,
 }
 
 impl Default for ByteDanceConfig {
@@ -290,6 +309,9 @@ impl Default for Config {
                 max_grant_window: 160_000,
                 low_ratio: 400,
                 no_grants_above_high: false,
+                grant_pause_stale_ns: 4_000_000,
+                rtt_min_window_ns: 10_000_000_000,
+                split_hysteresis: 250,
             },
             mtu: 1500,
             lower_header_bytes: 28,
@@ -547,6 +569,16 @@ impl Config {
                 return err(
                     "bytedance.max_unsched_bytes and max_grant_window must be at least 1".into(),
                 );
+            }
+            if b.rtt_min_window_ns == 0 || b.split_hysteresis > 1000 {
+                return err(format!(
+                    "bytedance.rtt_min_window_ns must be at least 1 and bytedance.split_hysteresis \
+                     0..=1000 (thousandths of a level; got {} and {})",
+                    b.rtt_min_window_ns, b.split_hysteresis
+                ));
+            }
+            if b.grant_pause_stale_ns == 0 {
+                return err("bytedance.grant_pause_stale_ns must be at least 1".into());
             }
         }
         if self.fifo_grant_fraction > 500 || self.pacer_fifo_fraction > 500 {

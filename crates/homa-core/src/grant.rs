@@ -27,7 +27,8 @@ pub struct Candidate<K> {
     pub granted: u32,
     /// This message's own window (ByteDance mode's per-peer window, whole
     /// GRO batches), instead of `GrantParams::grant_window`; grants to it
-    /// go in steps of at least `GrantParams::gro_bytes`. 0 = no grants.
+    /// go in steps of at least `GrantParams::gro_bytes`. 0 = no grants, and
+    /// no place in the active set.
     pub window: Option<u32>,
 }
 
@@ -78,6 +79,11 @@ pub fn plan<K: Copy>(
         if active.len() >= params.max_overcommit as usize {
             break;
         }
+        // A message with no window (its peer's grants are paused) takes no
+        // overcommitment slot: the next message may use it.
+        if c.window == Some(0) {
+            continue;
+        }
         if !active.iter().any(|a| a.peer == c.peer) {
             active.push(c);
         }
@@ -89,7 +95,6 @@ pub fn plan<K: Copy>(
         // Homa: the common window in packets; ByteDance: the peer's window
         // in GRO batches, never a step smaller than one batch.
         let (window, unit, step) = match c.window {
-            Some(0) => continue,
             Some(w) => {
                 let gro = params.gro_bytes.max(params.packet_payload);
                 (w, gro, params.grant_increment.max(gro))
@@ -239,6 +244,27 @@ mod tests {
             g.iter().map(|g| g.priority).collect::<Vec<_>>(),
             vec![2, 1, 0]
         );
+    }
+
+    #[test]
+    fn a_message_with_no_window_gets_nothing_and_takes_no_slot() {
+        // Overcommitment 2: the paused shortest message (window 0) must
+        // leave both slots to the others.
+        let mut c = srpt(vec![
+            cand(1, 1, 20_000, 10_000, 10_000),
+            cand(2, 2, 50_000, 10_000, 10_000),
+            cand(3, 3, 90_000, 10_000, 10_000),
+        ]);
+        c[0].window = Some(0);
+        let p = GrantParams {
+            max_overcommit: 2,
+            ..params()
+        };
+        let g = plan(c, &p, 0);
+        assert_eq!(g.iter().map(|g| g.key).collect::<Vec<_>>(), vec![2, 3]);
+        // Two active messages: levels 1 and 0, as if the paused one were
+        // not there.
+        assert_eq!(g.iter().map(|g| g.priority).collect::<Vec<_>>(), vec![1, 0]);
     }
 
     #[test]

@@ -180,6 +180,13 @@ pub struct Metrics {
     pub rtt_invalid: u64,
     /// ByteDance mode: times a peer's unscheduled window changed.
     pub bytedance_window_changes: u64,
+    /// ByteDance mode (`no_grants_above_high`): pauses that held back a
+    /// message's grants (a peer's first held message starts one).
+    pub bytedance_grant_pauses: u64,
+    /// ByteDance mode: pauses that ended because their latest sample grew
+    /// older than `grant_pause_stale_ns` (the others ended with a sample
+    /// at or below `rtt_high`).
+    pub bytedance_stale_resumes: u64,
     /// Streams this endpoint opened.
     pub streams_opened: u64,
     /// Streams peers opened with us (established).

@@ -10,7 +10,7 @@
 use crate::keyed::{AddrKey, KeyedMap};
 use crate::Nanos;
 use homa_wire::{CUTOFF_UNLIMITED, MAX_PRIORITIES};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 /// Largest message sent at the highest level to a peer whose cutoffs are
@@ -157,7 +157,16 @@ pub struct PeersFull;
 #[derive(Debug)]
 pub struct PeerTable {
     map: KeyedMap<AddrKey, Peer>,
-    idle: BTreeSet<(Nanos, SocketAddr)>,
+    /// Peers in the order they went idle, as (since when, address). An
+    /// entry is current while its peer is still idle since that time;
+    /// a peer that gets busy again leaves its entry behind, to be skipped
+    /// when it reaches the front (a BTreeSet insert and remove for every
+    /// RPC that made its peer busy and idle again cost more than the rest
+    /// of the peer's bookkeeping). Compacted when stale entries outnumber
+    /// the peers, so it holds at most 2 × `max` + 64 entries.
+    idle: VecDeque<(Nanos, SocketAddr)>,
+    /// Peers that are idle now (`idle_since` set).
+    idle_count: usize,
     max: usize,
     num_priorities: u8,
 }
@@ -167,7 +176,8 @@ impl PeerTable {
     pub fn new(max: usize, num_priorities: u8) -> PeerTable {
         PeerTable {
             map: KeyedMap::default(),
-            idle: BTreeSet::new(),
+            idle: VecDeque::new(),
+            idle_count: 0,
             max: max.max(1),
             num_priorities,
         }
@@ -188,10 +198,10 @@ impl PeerTable {
     pub fn get_or_create(&mut self, addr: SocketAddr) -> Result<&mut Peer, PeersFull> {
         let key = AddrKey(addr);
         if self.map.len() >= self.max && !self.map.contains_key(&key) {
-            let Some((_, old)) = self.idle.pop_first() else {
+            let Some(old) = self.pop_oldest_idle() else {
                 return Err(PeersFull);
             };
-            self.map.remove(&AddrKey(old));
+            self.forget(old);
         }
         let n = self.num_priorities;
         Ok(self.map.entry(key).or_insert_with(|| Peer::new(n)))
@@ -208,25 +218,63 @@ impl PeerTable {
             }
             (true, None) => {
                 p.idle_since = Some(now);
-                self.idle.insert((now, addr));
+                self.idle_count += 1;
+                self.idle.push_back((now, addr));
+                if self.idle.len() > 2 * self.map.len() + 64 {
+                    let map = &self.map;
+                    self.idle.retain(|e| Self::current(map, e));
+                }
             }
-            (false, Some(t)) => {
+            (false, Some(_)) => {
                 p.idle_since = None;
-                self.idle.remove(&(t, addr));
+                self.idle_count -= 1;
             }
             _ => {}
+        }
+    }
+
+    /// Whether an entry of `idle` still stands for an idle peer.
+    fn current(map: &KeyedMap<AddrKey, Peer>, &(t, addr): &(Nanos, SocketAddr)) -> bool {
+        map.get(&AddrKey(addr))
+            .is_some_and(|p| p.idle_since == Some(t))
+    }
+
+    /// Drops stale entries from the front of `idle`.
+    fn skip_stale(&mut self) {
+        while let Some(e) = self.idle.front() {
+            if Self::current(&self.map, e) {
+                break;
+            }
+            self.idle.pop_front();
+        }
+    }
+
+    /// The longest-idle peer, taken off the idle list.
+    fn pop_oldest_idle(&mut self) -> Option<SocketAddr> {
+        self.skip_stale();
+        self.idle.pop_front().map(|(_, a)| a)
+    }
+
+    /// Removes a peer, keeping the idle count.
+    fn forget(&mut self, addr: SocketAddr) {
+        if let Some(p) = self.map.remove(&AddrKey(addr)) {
+            self.idle_count -= p.idle_since.is_some() as usize;
         }
     }
 
     /// Forgets peers idle since before `now - idle_ns`; returns how many.
     pub fn sweep(&mut self, now: Nanos, idle_ns: Nanos) -> usize {
         let mut n = 0;
-        while let Some(&(t, addr)) = self.idle.first() {
+        loop {
+            self.skip_stale();
+            let Some(&(t, addr)) = self.idle.front() else {
+                break;
+            };
             if now.saturating_sub(t) < idle_ns {
                 break;
             }
-            self.idle.pop_first();
-            self.map.remove(&AddrKey(addr));
+            self.idle.pop_front();
+            self.forget(addr);
             n += 1;
         }
         n
@@ -243,13 +291,20 @@ impl PeerTable {
     }
 
     /// Since when the longest-idle peer is idle.
+    /// (A peer that got busy again may still be counted here until the
+    /// next sweep: the time is then earlier than the truth, never later.)
     pub fn oldest_idle(&self) -> Option<Nanos> {
-        self.idle.first().map(|&(t, _)| t)
+        self.idle.front().map(|&(t, _)| t)
     }
 
     /// Peers that are idle (forgettable).
     pub fn idle_len(&self) -> usize {
-        self.idle.len()
+        self.idle_count
+    }
+
+    /// Every known peer's address and state, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &Peer)> + '_ {
+        self.map.iter().map(|(k, p)| (k.0, p))
     }
 
     /// The peers we owe acks, in address order. Scans the table: for an
@@ -299,6 +354,33 @@ mod tests {
         t.get_mut(&a(3)).unwrap().rpcs = 0;
         t.refresh(a(3), 30);
         assert!(t.is_empty());
+    }
+
+    /// A peer that goes busy and idle over and over leaves stale entries
+    /// that stay bounded, and only its latest idle time counts.
+    #[test]
+    fn busy_idle_churn_stays_bounded() {
+        let mut t = PeerTable::new(4, 8);
+        t.get_or_create(a(1)).unwrap().proven = true;
+        t.get_or_create(a(2)).unwrap().proven = true;
+        t.refresh(a(2), 0);
+        for now in 1..10_000 {
+            t.get_mut(&a(1)).unwrap().rpcs = 1;
+            t.refresh(a(1), now);
+            t.get_mut(&a(1)).unwrap().rpcs = 0;
+            t.refresh(a(1), now);
+            assert!(t.idle.len() <= 2 * t.len() + 64);
+            assert_eq!(t.idle_len(), 2);
+        }
+        // Peer 2 (idle since 0) goes first; peer 1 only from its last
+        // idle time (9,999) on.
+        assert_eq!(t.sweep(10_000, 5_000), 1);
+        assert!(t.get(&a(2)).is_none());
+        assert_eq!(t.oldest_idle(), Some(9_999));
+        assert_eq!(t.sweep(14_998, 5_000), 0);
+        assert_eq!(t.sweep(14_999, 5_000), 1);
+        assert!(t.is_empty());
+        assert_eq!(t.idle_len(), 0);
     }
 
     #[test]

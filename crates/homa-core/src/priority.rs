@@ -100,7 +100,33 @@ impl PriorityPlan {
         // integer; each kind gets at least one level.
         let levels = ((unsched_total as f64 / total as f64) * p as f64).round() as u8;
         let unsched_levels = levels.clamp(1, p - 1);
+        PriorityPlan::from_sorted_sizes_with_levels(sorted, unsched_bytes, p, unsched_levels)
+    }
+
+    /// An allocation with `unsched_levels` unscheduled levels (clamped to
+    /// leave each kind at least one of the `num_priorities`), cut so that
+    /// each carries an equal share of the unscheduled bytes of the sizes
+    /// `sorted` (ascending); with no sizes, Linux's default boundaries
+    /// (200, 2,800, 15,000 B) as far as there are levels for them.
+    pub fn from_sorted_sizes_with_levels(
+        sorted: &[u32],
+        unsched_bytes: u32,
+        num_priorities: u8,
+        unsched_levels: u8,
+    ) -> PriorityPlan {
+        debug_assert!(sorted.windows(2).all(|w| w[0] <= w[1]));
+        let p = num_priorities.clamp(1, MAX_PRIORITIES as u8);
+        if p == 1 {
+            return PriorityPlan::single_level();
+        }
+        let unsched_levels = unsched_levels.clamp(1, p - 1);
         let sched_levels = p - unsched_levels;
+        let unsched = |s: u32| s.min(unsched_bytes) as u64;
+        let unsched_total: u64 = sorted.iter().map(|&s| unsched(s)).sum();
+        if unsched_total == 0 {
+            let n = (unsched_levels as usize - 1).min(LINUX_DEFAULT_CUTOFFS.len());
+            return PriorityPlan::from_boundaries(p, sched_levels, &LINUX_DEFAULT_CUTOFFS[..n]);
+        }
         // Equal unscheduled bytes per level: walk the sizes in order and cut
         // where the running sum crosses each 1/n-th of the total.
         let mut boundaries = Vec::with_capacity(unsched_levels as usize - 1);
@@ -118,6 +144,13 @@ impl PriorityPlan {
         PriorityPlan::from_boundaries(p, sched_levels, &boundaries)
     }
 
+    /// Levels given to unscheduled packets (the rest are scheduled).
+    pub fn unsched_levels(&self, num_priorities: u8) -> u8 {
+        num_priorities
+            .clamp(1, MAX_PRIORITIES as u8)
+            .saturating_sub(self.sched_levels)
+    }
+
     /// True when `other` differs enough to be worth sending to every sender:
     /// a different level split, or a cutoff that moved by more than 20%.
     pub fn differs_significantly(&self, other: &PriorityPlan) -> bool {
@@ -131,6 +164,37 @@ impl PriorityPlan {
                 let (lo, hi) = (a.min(b) as u64, a.max(b) as u64);
                 hi * 5 > lo * 6
             })
+    }
+}
+
+/// The number of unscheduled levels among `num_priorities` for a measured
+/// unscheduled-byte ratio of `permille`‰, given `current` unscheduled
+/// levels (thesis §3.5.1 with ByteDance's measured ratio, seed 004 §5):
+/// `round(ratio × levels)`, at least 1 and leaving at least 1 scheduled
+/// level when there are 2 or more. Hysteresis: the count changes only when
+/// `ratio × levels` lies more than half a level plus `hysteresis`
+/// thousandths of a level away from `current`, so a ratio that wanders
+/// around a rounding edge does not make the split flap. With one level,
+/// 0 (the single level is shared).
+pub fn unsched_levels_from_ratio(
+    permille: u16,
+    num_priorities: u8,
+    current: u8,
+    hysteresis: u32,
+) -> u8 {
+    let p = num_priorities.clamp(1, MAX_PRIORITIES as u8);
+    if p == 1 {
+        return 0;
+    }
+    // Levels in thousandths: ratio (‰) × levels.
+    let exact = permille.min(1000) as i64 * p as i64;
+    let target = ((exact + 500) / 1000).clamp(1, p as i64 - 1) as u8;
+    let current = current.clamp(1, p - 1);
+    let distance = (exact - current as i64 * 1000).abs();
+    if distance <= 500 + hysteresis.min(1000) as i64 {
+        current
+    } else {
+        target
     }
 }
 
@@ -169,6 +233,11 @@ pub struct SizeSampler {
     sorted: Vec<u32>,
     added: Vec<u32>,
     dropped: Vec<u32>,
+    /// More than `capacity` lengths turned over since the last sort: the
+    /// next [`SizeSampler::sorted`] sorts `sizes` afresh, and `added` and
+    /// `dropped` stay empty until then (so that a sampler nobody reads
+    /// costs O(1) per length).
+    resort: bool,
 }
 
 impl SizeSampler {
@@ -182,34 +251,45 @@ impl SizeSampler {
             sorted: Vec::new(),
             added: Vec::new(),
             dropped: Vec::new(),
+            resort: false,
         }
     }
 
     /// Records one message length, replacing the oldest when full.
     pub fn record(&mut self, length: u32) {
         self.recorded += 1;
-        if self.sizes.len() < self.capacity {
+        let old = if self.sizes.len() < self.capacity {
             self.sizes.push(length);
+            None
         } else {
-            self.dropped.push(self.sizes[self.next]);
-            self.sizes[self.next] = length;
+            let old = std::mem::replace(&mut self.sizes[self.next], length);
             self.next = (self.next + 1) % self.capacity;
+            Some(old)
+        };
+        if self.resort {
+            return;
         }
-        self.added.push(length);
-        if self.added.len() > self.capacity {
-            // Everything turned over since the last sort: start afresh.
+        if self.added.len() >= self.capacity {
+            // Everything turned over since the last sort: sort afresh then.
+            self.resort = true;
             self.added.clear();
             self.dropped.clear();
-            self.sorted.clear();
-            self.added.extend_from_slice(&self.sizes);
+            return;
         }
+        self.dropped.extend(old);
+        self.added.push(length);
     }
 
     /// The lengths remembered, in ascending order. Between two calls only
     /// the lengths recorded in between are sorted and merged in, so a call
     /// after `k` new lengths costs O(n + k log k), not O(n log n).
     pub fn sorted(&mut self) -> &[u32] {
-        if !self.added.is_empty() {
+        if self.resort {
+            self.resort = false;
+            self.sorted.clear();
+            self.sorted.extend_from_slice(&self.sizes);
+            self.sorted.sort_unstable();
+        } else if !self.added.is_empty() {
             self.added.sort_unstable();
             self.dropped.sort_unstable();
             let mut out = Vec::with_capacity(self.sizes.len());
@@ -273,6 +353,28 @@ mod tests {
             let plan = PriorityPlan::from_sorted_sizes(s.sorted(), 1_000, 8);
             assert_eq!(plan, PriorityPlan::from_sizes(&want, 1_000, 8));
         }
+    }
+
+    /// A sampler whose sorted copy nobody asks for keeps no backlog past
+    /// one turnover and copies nothing per length (it once copied all of
+    /// `sizes` on every length after the first turnover).
+    #[test]
+    fn sampler_left_unread_keeps_no_backlog() {
+        let mut s = SizeSampler::new(100);
+        for i in 0..1_000u32 {
+            s.record(i);
+            assert!(s.added.len() <= 100 && s.dropped.len() <= 100);
+            if i > 200 {
+                assert!(s.resort && s.added.is_empty() && s.dropped.is_empty());
+            }
+        }
+        let want: Vec<u32> = (900..1_000).collect();
+        assert_eq!(s.sorted(), &want[..]);
+        s.record(5);
+        assert!(!s.resort);
+        let mut want2: Vec<u32> = (901..1_000).collect();
+        want2.insert(0, 5);
+        assert_eq!(s.sorted(), &want2[..]);
     }
 
     #[test]
@@ -377,6 +479,88 @@ mod tests {
         assert_eq!(sched_priority(1, 4, 3), 2);
         assert_eq!(sched_priority(2, 4, 3), 1);
         assert_eq!(sched_priority(3, 4, 3), 0);
+    }
+
+    #[test]
+    fn ratio_sets_the_unscheduled_levels_within_bounds() {
+        // No hysteresis: round(ratio × 8) from any start.
+        for (ratio, want) in [(0, 1), (60, 1), (300, 2), (500, 4), (810, 6), (1000, 7)] {
+            for current in 0..=8 {
+                assert_eq!(
+                    unsched_levels_from_ratio(ratio, 8, current, 0),
+                    want,
+                    "ratio {ratio} from {current}"
+                );
+            }
+        }
+        // At least one of each with two levels; one level is shared.
+        assert_eq!(unsched_levels_from_ratio(0, 2, 1, 250), 1);
+        assert_eq!(unsched_levels_from_ratio(1000, 2, 1, 250), 1);
+        assert_eq!(unsched_levels_from_ratio(500, 1, 0, 250), 0);
+        // A ratio above 1000 (never measured so) counts as 1000.
+        assert_eq!(unsched_levels_from_ratio(u16::MAX, 8, 1, 0), 7);
+    }
+
+    #[test]
+    fn ratio_split_has_hysteresis() {
+        // 8 levels, current 3 unscheduled; hysteresis 250‰ of a level: the
+        // count moves only beyond 3 ± 0.75 levels (ratio 281‰ .. 469‰).
+        let h = 250;
+        assert_eq!(unsched_levels_from_ratio(375, 8, 3, h), 3);
+        // 3.5 levels would round to 4 without hysteresis; kept at 3.
+        assert_eq!(unsched_levels_from_ratio(438, 8, 3, h), 3);
+        assert_eq!(unsched_levels_from_ratio(468, 8, 3, h), 3);
+        assert_eq!(unsched_levels_from_ratio(469, 8, 3, h), 4);
+        assert_eq!(unsched_levels_from_ratio(282, 8, 3, h), 3);
+        assert_eq!(unsched_levels_from_ratio(280, 8, 3, h), 2);
+        // A ratio wandering around an edge (437–563‰: 3.5–4.5 levels)
+        // does not flap once at 4.
+        let mut cur = 3;
+        for r in [470, 440, 560, 437, 563, 500, 440] {
+            cur = unsched_levels_from_ratio(r, 8, cur, h);
+            assert_eq!(cur, 4, "at {r}");
+        }
+        // A big move jumps straight to its rounded count.
+        assert_eq!(unsched_levels_from_ratio(900, 8, 3, h), 7);
+        // Out-of-range current counts are clamped first.
+        assert_eq!(unsched_levels_from_ratio(0, 8, 0, h), 1);
+    }
+
+    #[test]
+    fn plan_with_given_levels() {
+        // 4 unscheduled levels of 8 from a sample: equal bytes per level.
+        let sizes: Vec<u32> = (1..=100).map(|i| i * 100).collect();
+        let plan = PriorityPlan::from_sorted_sizes_with_levels(&sizes, 40_000, 8, 4);
+        assert_eq!(plan.sched_levels, 4);
+        assert_eq!(plan.unsched_levels(8), 4);
+        assert_eq!(plan.cutoffs[0], U);
+        assert_eq!(plan.cutoffs[4], U);
+        assert!(plan.cutoffs[7] < plan.cutoffs[6] && plan.cutoffs[6] < plan.cutoffs[5]);
+        // No sample: Linux's boundaries as far as levels allow.
+        let plan = PriorityPlan::from_sorted_sizes_with_levels(&[], 40_000, 8, 2);
+        assert_eq!(plan.cutoffs, [U, 0, 0, 0, 0, 0, U, 200]);
+        let plan = PriorityPlan::from_sorted_sizes_with_levels(&[], 40_000, 8, 6);
+        assert_eq!(plan.sched_levels, 2);
+        assert_eq!(plan.cutoffs, [U, 0, U, 0, 0, 15_000, 2_800, 200]);
+        assert_eq!(unsched_priority(&plan.cutoffs, 20_000, 8), 2);
+        // Levels are clamped: never all unscheduled, never none.
+        assert_eq!(
+            PriorityPlan::from_sorted_sizes_with_levels(&sizes, 40_000, 8, 8).sched_levels,
+            1
+        );
+        assert_eq!(
+            PriorityPlan::from_sorted_sizes_with_levels(&sizes, 40_000, 8, 0).sched_levels,
+            7
+        );
+        assert_eq!(
+            PriorityPlan::from_sorted_sizes_with_levels(&sizes, 40_000, 1, 1),
+            PriorityPlan::default_for(1)
+        );
+        // Homa's rule is this one with the levels from the sample.
+        assert_eq!(
+            PriorityPlan::from_sorted_sizes(&sizes, 40_000, 8),
+            PriorityPlan::from_sorted_sizes_with_levels(&sizes, 40_000, 8, 7)
+        );
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub enum Timer {
     Cutoffs,
     /// The receiver policy asked to decide again (e.g. paced credit).
     Policy,
+    /// ByteDance mode: a peer whose grants are paused is due for a probe,
+    /// or its pause for expiry.
+    GrantPause(SocketAddr),
 }
 
 /// Deadlines of all timers.

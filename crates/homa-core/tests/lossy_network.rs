@@ -291,10 +291,21 @@ fn sird_lossy_all_to_all_exactly_once() {
 /// to 2 MB each way with `homa`: checks that every RPC completed exactly
 /// once, that the network did misbehave and that lost data was resent.
 fn hostile_all_to_all(name: &str, seed_value: u64, homa: Config) -> Report {
+    hostile_all_to_all_with(name, seed_value, homa, |_| {})
+}
+
+/// [`hostile_all_to_all`] with the network changed by `tweak`.
+fn hostile_all_to_all_with(
+    name: &str,
+    seed_value: u64,
+    homa: Config,
+    tweak: impl FnOnce(&mut NetConfig),
+) -> Report {
     let sizes = SizeDist::log_uniform_with_boundaries(2_000_000, &homa);
     let workload = Workload::all_to_all(6, 150, 8, sizes);
     let mut cfg = lossy_net(6, 0.10, 0.05, 0.10, workload);
     cfg.homa = homa;
+    tweak(&mut cfg);
     let report = timed(name, || {
         Network::new(seed(seed_value), cfg).run_until_done(120 * SEC)
     });
@@ -325,6 +336,28 @@ fn bytedance_lossy_all_to_all_exactly_once() {
         "{samples} samples of {sent} probes"
     );
     assert!(report.total(|m| m.rtt_probes_answered) >= samples);
+    assert_eq!(report.total(|m| m.design_mismatches), 0);
+    assert_eq!(report.total(|m| m.data_beyond_grant), 0);
+}
+
+/// The same hostile network with `no_grants_above_high` on, and reordered
+/// packets held up to 200 µs (not 20): a delayed probe or answer is an RTT
+/// sample far above `rtt_high` (~32 µs here), so grants to that peer
+/// pause. Every RPC still completes exactly once: pauses end at the next
+/// low sample or when their sample goes stale, and paused peers are probed.
+#[test]
+fn bytedance_grant_pause_lossy_all_to_all_exactly_once() {
+    let mut homa = lossy_homa();
+    homa.bytedance.enabled = true;
+    homa.bytedance.no_grants_above_high = true;
+    let report = hostile_all_to_all_with("bytedance_grant_pause_lossy", 0xB17E_0003, homa, |n| {
+        n.reorder_max_delay_ns = 200_000;
+    });
+    let pauses = report.total(|m| m.bytedance_grant_pauses);
+    let stale = report.total(|m| m.bytedance_stale_resumes);
+    println!("grant pauses {pauses}, ended stale {stale}");
+    assert!(pauses > 0, "no pause: the test exercises nothing");
+    assert!(stale <= pauses);
     assert_eq!(report.total(|m| m.design_mismatches), 0);
     assert_eq!(report.total(|m| m.data_beyond_grant), 0);
 }

@@ -142,7 +142,8 @@ pub struct Measured {
     pub recorder: Recorder,
     /// Length of the measured interval.
     pub elapsed: Duration,
-    /// The Homa client endpoint's counters at the end (Homa only).
+    /// The Homa client endpoint's counters at the end (Homa only), with
+    /// the runtime's under `"runtime"`.
     pub homa_metrics: Option<serde_json::Value>,
 }
 
@@ -199,7 +200,17 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
             config.busy_poll |= opts.busy_poll;
             let endpoint = homa_rpc::bind(homa_rpc::client_bind_addr(opts.server), config)?;
             let result = run_homa(opts, &endpoint, &params);
-            homa_metrics = serde_json::to_value(endpoint.metrics()).ok();
+            homa_metrics = serde_json::to_value(endpoint.metrics()).ok().map(|mut m| {
+                // The runtime's own counters (wake-ups, kicks, system
+                // calls) beside the protocol's, under "runtime".
+                if let (Some(o), Ok(r)) = (
+                    m.as_object_mut(),
+                    serde_json::to_value(endpoint.runtime_stats()),
+                ) {
+                    o.insert("runtime".into(), r);
+                }
+                m
+            });
             endpoint.shutdown();
             result?
         }

@@ -344,3 +344,72 @@ fn unreachable_peer_is_named() {
         assert!(e.contains(&dead.to_string()), "{protocol}: {e}");
     }
 }
+
+/// Two Homa nodes in ByteDance mode: each report carries what its endpoint
+/// detected about the other (RTTs, rates, BDP); stock Homa's carries none.
+#[test]
+fn bytedance_nodes_record_their_peers() {
+    let dir = std::env::temp_dir().join(format!("homa-perf-bd-peers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("bd.toml");
+    // A 1 Gbit/s link: known rates on both sides.
+    std::fs::write(
+        &config,
+        "[core]\nlink_mbps = 1000\n[core.bytedance]\nenabled = true\n",
+    )
+    .unwrap();
+    let (a, b) = (free_addr(), free_addr());
+    let peers = [a, b];
+    let nodes: Vec<ClusterArgs> = [a, b]
+        .iter()
+        .map(|&me| {
+            let mut n = quick(me, &peers, Protocol::Homa);
+            n.size = Some(20_000);
+            n.gbps = 0.05;
+            n.config = Some(config.clone());
+            n
+        })
+        .collect();
+    let reports = run_all(nodes);
+    for (r, other) in reports.iter().zip([b, a]) {
+        assert_eq!(r.errors, 0, "{}", r.summary());
+        let p = r
+            .bytedance_peers
+            .iter()
+            .find(|p| p.peer == other.to_string())
+            .unwrap_or_else(|| panic!("no record of {other}: {:?}", r.bytedance_peers));
+        assert!(p.samples > 0, "{p:?}");
+        assert!(0 < p.rtt_min_ns && p.rtt_min_ns <= p.rtt_recent_ns.max(p.rtt_min_ns));
+        assert_eq!(
+            (p.local_mbps, p.peer_link_mbps, p.path_mbps),
+            (1000, 1000, 1000)
+        );
+        let bdp = p.detected_bdp.unwrap();
+        assert!(
+            (bdp - p.rtt_min_ns as f64 * 1000.0 / 8000.0).abs() < 1e-6,
+            "{p:?}"
+        );
+        assert!(
+            p.unsched_window.is_some() && p.grant_window.is_some(),
+            "{p:?}"
+        );
+        // The records survive the report's JSON.
+        let back: NodeReport = serde_json::from_str(&serde_json::to_string(r).unwrap()).unwrap();
+        assert_eq!(back.bytedance_peers, r.bytedance_peers);
+    }
+    // Stock Homa records nothing, and reports without the field still parse.
+    let (c, d) = (free_addr(), free_addr());
+    let mut stock = quick(c, &[c, d], Protocol::Homa);
+    stock.size = Some(2_000);
+    stock.gbps = 0.01;
+    let mut server = quick(d, &[c, d], Protocol::Homa);
+    server.server_only = true;
+    let reports = run_all(vec![stock, server]);
+    assert!(reports.iter().all(|r| r.bytedance_peers.is_empty()));
+    let mut v = serde_json::to_value(&reports[0]).unwrap();
+    assert!(v.get("bytedance_peers").is_none());
+    v.as_object_mut().unwrap().remove("bytedance_peers");
+    let old: NodeReport = serde_json::from_value(v).unwrap();
+    assert!(old.bytedance_peers.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -88,7 +88,23 @@ fn a_small_incast_runs_both_variants_and_only_the_mode_probes() {
             .map(|(_, v)| *v)
             .unwrap();
         assert_eq!(probes > 0, run.bytedance, "{run:?}");
+        // The mode's nodes report what they detected about their peers.
+        assert_eq!(!run.paths.is_empty(), run.bytedance, "{:?}", run.paths);
+        if run.bytedance {
+            let p = run
+                .paths
+                .iter()
+                .find(|p| (p.from, p.to) == (1, 0))
+                .unwrap_or_else(|| panic!("no clients → server path: {:?}", run.paths));
+            assert_eq!(p.records, 2, "{p:?}");
+            assert!(p.sampled > 0 && p.rtt_min_ns > 0.0, "{p:?}");
+            assert_eq!(p.true_mbps, 100);
+            assert!(p.true_bdp.is_some() && p.bdp_error().is_some(), "{p:?}");
+        }
     }
+    // Each client host's unloaded ping to the server, for the true RTTs.
+    assert_eq!(r.pings.len(), 1, "{:?}", r.pings);
+    assert!(r.pings[0].host == 1 && r.pings[0].min_ns > 0);
     let _ = std::fs::remove_dir_all(&out);
 }
 

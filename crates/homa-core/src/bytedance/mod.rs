@@ -9,18 +9,22 @@
 //! - [`window`]: the unscheduled window (with the grant-gap filler), the
 //!   scheduled window, GRO rounding;
 //! - [`probe`]: when an RTT_PROBE goes, and matching RTT_RESPS answers;
-//! - [`ratio`]: the receiver's unscheduled-ratio meter.
+//! - [`ratio`]: the receiver's unscheduled-ratio meter, which drives the
+//!   priority split ([`crate::priority::unsched_levels_from_ratio`]);
+//! - [`pause`]: the optional pause of grants to a congested peer.
 //!
 //! The endpoint keeps one [`PeerState`] in each [`crate::peer::Peer`].
 
+pub mod pause;
 pub mod probe;
 pub mod ratio;
 pub mod rtt;
 pub mod window;
 
 use crate::config::ByteDanceConfig;
+use crate::Nanos;
 use probe::ProbeState;
-use rtt::{wire_time_ns, Band, RttEstimator, Thresholds};
+use rtt::{wire_time_ns, RttEstimator, Thresholds};
 use window::UnschedInputs;
 
 /// What ByteDance mode knows about one peer.
@@ -37,6 +41,9 @@ pub struct PeerState {
     /// The unscheduled window last computed for this peer (bytes; 0 =
     /// none yet), to count changes.
     pub last_unsched_window: u32,
+    /// Deadline (ns) of this peer's pause timer, filed while its grants
+    /// are paused and one of its messages is held (`no_grants_above_high`).
+    pub pause_timer: Option<Nanos>,
 }
 
 /// Bytes of one GSO batch under `c`: `gso_bytes`, or one packet of
@@ -55,7 +62,28 @@ pub fn gro_bytes(c: &ByteDanceConfig, payload: u32) -> u32 {
     window::round_up(c.gro_bytes.max(1), payload.max(1))
 }
 
+/// The bandwidth-delay product (bytes) of a path whose round trip is
+/// `rtt_ns` and whose bottleneck runs at `mbps` Mbit/s: the one definition
+/// the simulator's and the testbed's reports use for both the detected and
+/// the true BDP (fractional, for averaging; [`rtt::bytes_in`] is the
+/// integer form the windows use).
+pub fn bdp_bytes(rtt_ns: f64, mbps: f64) -> f64 {
+    rtt_ns * mbps / 8_000.0
+}
+
 impl PeerState {
+    /// The BDP the mode has detected for this peer: `rtt_min` × the path's
+    /// rate ([`PeerState::path_mbps`]), in bytes; `None` before the first
+    /// RTT sample or while no rate is known. The windows derive from the
+    /// same two values (`rtt_mid` ≈ 4 × (`rtt_min` + GSO delay)).
+    pub fn detected_bdp(&self, local_mbps: u64) -> Option<f64> {
+        let mbps = self.path_mbps(local_mbps);
+        if !self.rtt.has_sample() || mbps == 0 {
+            return None;
+        }
+        Some(bdp_bytes(self.rtt.min_ns as f64, mbps as f64))
+    }
+
     /// The path's rate (Mbit/s): the slower of our link (`local_mbps`, 0 =
     /// unknown) and the peer's; 0 if neither is known.
     pub fn path_mbps(&self, local_mbps: u64) -> u64 {
@@ -105,16 +133,44 @@ impl PeerState {
         }))
     }
 
-    /// The grant window (bytes) for this peer's messages, or `None` while
-    /// nothing is measured (Homa's `grant_window` applies): `rtt_mid` at
-    /// our own link's rate in GRO units, or 0 when `no_grants_above_high`
-    /// is on and the path is congested.
-    pub fn grant_window(&self, c: &ByteDanceConfig, local_mbps: u64, payload: u32) -> Option<u32> {
+    /// Until when (ns) grants to this peer are paused at `now` under
+    /// `no_grants_above_high` (see [`pause::paused_until`]; `stale_ns`: the
+    /// bound on a sample's age), or `None`.
+    pub fn paused_until(
+        &self,
+        c: &ByteDanceConfig,
+        local_mbps: u64,
+        payload: u32,
+        now: Nanos,
+        stale_ns: Nanos,
+    ) -> Option<Nanos> {
+        if !c.no_grants_above_high {
+            return None;
+        }
+        let t = self.thresholds(c, local_mbps, payload)?;
+        pause::paused_until(&self.rtt, &t, stale_ns, now)
+    }
+
+    /// The grant window (bytes) for this peer's messages at `now`, or
+    /// `None` while nothing is measured (Homa's `grant_window` applies):
+    /// `rtt_mid` at our own link's rate in GRO units, or 0 while grants
+    /// are paused ([`PeerState::paused_until`]).
+    pub fn grant_window(
+        &self,
+        c: &ByteDanceConfig,
+        local_mbps: u64,
+        payload: u32,
+        now: Nanos,
+        stale_ns: Nanos,
+    ) -> Option<u32> {
         if local_mbps == 0 {
             return None;
         }
         let t = self.thresholds(c, local_mbps, payload)?;
-        if c.no_grants_above_high && t.band(self.rtt.recent_ns) == Band::Congested {
+        if self
+            .paused_until(c, local_mbps, payload, now, stale_ns)
+            .is_some()
+        {
             return Some(0);
         }
         Some(window::scheduled_window(
@@ -131,6 +187,10 @@ mod tests {
     use super::*;
     use crate::Config;
 
+    const W: Nanos = 10_000_000_000;
+    const NOW: Nanos = 2_000;
+    const STALE: Nanos = 4_000_000;
+
     fn config() -> ByteDanceConfig {
         let mut c = Config::default().bytedance;
         c.enabled = true;
@@ -142,14 +202,14 @@ mod tests {
         let p = PeerState::default();
         let c = config();
         assert_eq!(p.unscheduled_window(&c, 10_000, 1_416, true), None);
-        assert_eq!(p.grant_window(&c, 10_000, 1_416), None);
+        assert_eq!(p.grant_window(&c, 10_000, 1_416, NOW, STALE), None);
     }
 
     #[test]
     fn windows_from_the_measured_path() {
         let c = config();
         let mut p = PeerState::default();
-        p.rtt.sample(10_000, c.rtt_ewma_weight);
+        p.rtt.sample(0, 10_000, c.rtt_ewma_weight, W);
         p.link_mbps = 25_000;
         // Path 10 Gbit/s (our link is slower); GSO one packet: 1,133 ns.
         assert_eq!(p.path_mbps(10_000), 10_000);
@@ -159,26 +219,53 @@ mod tests {
         assert_eq!(p.unscheduled_window(&c, 10_000, 1_416, false), Some(55_660));
         // Grant window: rtt_mid at our 10 Gbit/s, whole packets (GRO 0 =
         // one packet): 55,660 → 40 packets.
-        assert_eq!(p.grant_window(&c, 10_000, 1_416), Some(56_640));
+        assert_eq!(p.grant_window(&c, 10_000, 1_416, NOW, STALE), Some(56_640));
         // Congested: the minimum (one GSO batch = one packet); grants go
         // on unless the option is set.
-        p.rtt.sample(1_000_000, 1000);
+        p.rtt.sample(1_000, 1_000_000, 1000, W);
         assert_eq!(p.unscheduled_window(&c, 10_000, 1_416, false), Some(1_416));
-        assert_eq!(p.grant_window(&c, 10_000, 1_416), Some(56_640));
+        assert_eq!(p.grant_window(&c, 10_000, 1_416, NOW, STALE), Some(56_640));
         let mut c2 = c.clone();
         c2.no_grants_above_high = true;
-        assert_eq!(p.grant_window(&c2, 10_000, 1_416), Some(0));
+        assert_eq!(p.grant_window(&c2, 10_000, 1_416, NOW, STALE), Some(0));
+        assert_eq!(
+            p.paused_until(&c2, 10_000, 1_416, NOW, STALE),
+            Some(1_000 + STALE)
+        );
+        // The latest sample grows stale: the grant window is back.
+        let later = 1_000 + STALE;
+        assert_eq!(
+            p.grant_window(&c2, 10_000, 1_416, later, STALE),
+            Some(56_640)
+        );
         // No rate known at all: nothing.
         let mut q = PeerState::default();
-        q.rtt.sample(10_000, 500);
+        q.rtt.sample(0, 10_000, 500, W);
         assert_eq!(q.unscheduled_window(&c, 0, 1_416, false), None);
         q.link_mbps = 10_000;
         assert!(q.unscheduled_window(&c, 0, 1_416, false).is_some());
         assert_eq!(
-            q.grant_window(&c, 0, 1_416),
+            q.grant_window(&c, 0, 1_416, NOW, STALE),
             None,
             "our own link is unknown"
         );
+    }
+
+    #[test]
+    fn detected_bdp_is_rtt_min_times_the_path_rate() {
+        // 100 µs at 400 Mbit/s: 5,000 B.
+        assert_eq!(bdp_bytes(100_000.0, 400.0), 5_000.0);
+        let c = config();
+        let mut p = PeerState::default();
+        assert_eq!(p.detected_bdp(400), None, "no sample yet");
+        p.rtt.sample(0, 100_000, c.rtt_ewma_weight, W);
+        p.rtt.sample(1_000, 300_000, c.rtt_ewma_weight, W);
+        assert_eq!(p.detected_bdp(0), None, "no rate known");
+        // The slower of our 400 and the peer's 100 Mbit/s; rtt_min, not
+        // the smoothed RTT.
+        p.link_mbps = 100;
+        assert_eq!(p.detected_bdp(400), Some(1_250.0));
+        assert_eq!(p.detected_bdp(0), Some(1_250.0));
     }
 
     #[test]

@@ -130,10 +130,10 @@ mod tests {
         let mut rtt = RttEstimator::default();
         let base = 1_000_000;
         assert_eq!(interval(base, &rtt, None), base);
-        rtt.sample(10_000, 500);
+        rtt.sample(0, 10_000, 500, 10_000_000_000);
         let t = Thresholds::new(rtt.min_ns, 0);
         assert_eq!(interval(base, &rtt, Some(&t)), base, "clear");
-        rtt.sample(200_000, 1000);
+        rtt.sample(1, 200_000, 1000, 10_000_000_000);
         assert_eq!(interval(base, &rtt, Some(&t)), 80_000, "congested");
         // Never longer than the base.
         assert_eq!(interval(50_000, &rtt, Some(&t)), 50_000);

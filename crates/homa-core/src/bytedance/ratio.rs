@@ -7,6 +7,10 @@
 /// follows about the last 64 messages.
 const DECAY_SHIFT: u32 = 6;
 
+/// Messages measured before the ratio drives the priority split: the
+/// meter's memory (64), so one early message does not decide the split.
+pub const SETTLED_MESSAGES: u64 = 1 << DECAY_SHIFT;
+
 /// Exponentially decayed sums of unscheduled and total bytes of new
 /// messages. O(1) state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -15,6 +19,8 @@ pub struct RatioMeter {
     unsched: u64,
     /// Decayed message bytes (bytes × up to 64).
     total: u64,
+    /// Messages recorded.
+    messages: u64,
 }
 
 impl RatioMeter {
@@ -24,6 +30,21 @@ impl RatioMeter {
         let unsched = unsched.min(length) as u64;
         self.unsched = self.unsched - (self.unsched >> DECAY_SHIFT) + unsched;
         self.total = self.total - (self.total >> DECAY_SHIFT) + length as u64;
+        self.messages += 1;
+    }
+
+    /// Messages recorded so far.
+    pub fn messages(&self) -> u64 {
+        self.messages
+    }
+
+    /// [`RatioMeter::permille`] once at least [`SETTLED_MESSAGES`] messages
+    /// were recorded (what the priority split follows).
+    pub fn settled_permille(&self) -> Option<u16> {
+        if self.messages < SETTLED_MESSAGES {
+            return None;
+        }
+        self.permille()
     }
 
     /// Unscheduled bytes per thousand incoming bytes; `None` before any
@@ -57,6 +78,17 @@ mod tests {
         let mut m = RatioMeter::default();
         m.record(u32::MAX, 500);
         assert_eq!(m.permille(), Some(1000));
+    }
+
+    #[test]
+    fn settled_after_the_meters_memory() {
+        let mut m = RatioMeter::default();
+        for i in 0..SETTLED_MESSAGES {
+            assert_eq!(m.settled_permille(), None, "after {i}");
+            m.record(100, 100);
+        }
+        assert_eq!(m.messages(), SETTLED_MESSAGES);
+        assert_eq!(m.settled_permille(), Some(1000));
     }
 
     #[test]

@@ -390,12 +390,13 @@ impl Endpoint {
     /// Re-files an RPC everywhere after anything about it changed: the
     /// sender's and receiver's policies, and its silence timer. O(log n).
     fn after_change(&mut self, now: Nanos, id: RpcId) {
-        let grant_window = self.bytedance_grant_window(id.peer);
+        let grant_window = self.bytedance_grant_window(now, id.peer);
         let Some(rpc) = self.rpcs.get_mut(&id) else {
             return;
         };
         self.sender.refile(id, rpc);
         self.receiver.refile(now, id, rpc, grant_window);
+        let held = grant_window == Some(0) && rpc.in_grant_policy;
         let waiting = rpc.wait().is_some();
         if waiting && !rpc.waiting {
             // Silence counts from when the RPC started waiting (a message
@@ -406,6 +407,9 @@ impl Endpoint {
         if waiting && rpc.timer.is_none() {
             let at = timer::due(&self.config, rpc);
             rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, at));
+        }
+        if held {
+            self.hold_for_pause(now, id);
         }
     }
 

@@ -135,21 +135,30 @@ impl Receiver {
     }
 
     /// Recomputes the cutoffs from the sizes seen (the measurement interval
-    /// has passed). Returns true if they changed.
-    pub fn update_cutoffs(&mut self, config: &Config) -> bool {
-        if self.sampler.sizes().len() < config.cutoff_min_samples as usize
-            || self.sampler.recorded() == self.sampled_at_update
-        {
-            // Too few sizes, or the same ones as last time (which gave
-            // either this plan or one too close to it to matter).
+    /// has passed). Returns true if they changed. `ratio`: in ByteDance
+    /// mode, the measured unscheduled ratio (‰), which then decides the
+    /// number of unscheduled levels (see [`Receiver::ratio_plan`]); `None`:
+    /// Homa's rule from the sampled sizes alone.
+    pub fn update_cutoffs(&mut self, config: &Config, ratio: Option<u16>) -> bool {
+        if self.sampler.recorded() == self.sampled_at_update {
+            // The same sizes (and, as both count the same new messages,
+            // the same ratio) as last time.
             return false;
         }
+        let new = match ratio {
+            Some(r) => self.ratio_plan(config, r),
+            None => {
+                if self.sampler.sizes().len() < config.cutoff_min_samples as usize {
+                    return false;
+                }
+                PriorityPlan::from_sorted_sizes(
+                    self.sampler.sorted(),
+                    self.unsched_allowance,
+                    config.num_priorities,
+                )
+            }
+        };
         self.sampled_at_update = self.sampler.recorded();
-        let new = PriorityPlan::from_sorted_sizes(
-            self.sampler.sorted(),
-            self.unsched_allowance,
-            config.num_priorities,
-        );
         if !new.differs_significantly(&self.plan) {
             return false;
         }
@@ -157,6 +166,27 @@ impl Receiver {
         self.plan_version = self.plan_version.wrapping_add(1).max(1);
         debug!(cutoffs = ?new.cutoffs, sched_levels = new.sched_levels, "new unscheduled cutoffs");
         true
+    }
+
+    /// ByteDance mode's plan: as many unscheduled levels as the measured
+    /// ratio `ratio`‰ gives (with `bytedance.split_hysteresis` around the
+    /// current count), cut for equal unscheduled bytes per level from the
+    /// sampled sizes once there are `cutoff_min_samples` of them, else at
+    /// Linux's default boundaries.
+    fn ratio_plan(&mut self, config: &Config, ratio: u16) -> PriorityPlan {
+        let p = config.num_priorities;
+        let levels = crate::priority::unsched_levels_from_ratio(
+            ratio,
+            p,
+            self.plan.unsched_levels(p),
+            config.bytedance.split_hysteresis,
+        );
+        let sizes: &[u32] = if self.sampler.sizes().len() >= config.cutoff_min_samples as usize {
+            self.sampler.sorted()
+        } else {
+            &[]
+        };
+        PriorityPlan::from_sorted_sizes_with_levels(sizes, self.unsched_allowance, p, levels)
     }
 
     /// See [`super::Endpoint::prime_size_sample`].

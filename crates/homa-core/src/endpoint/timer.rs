@@ -76,7 +76,7 @@ impl Endpoint {
     fn run_timers(&mut self, now: Nanos, backlogged: bool) {
         self.acked.expire(now);
         let mut grants_due = false;
-        while let Some((_, timer)) = self.timers.pop_due(now) {
+        while let Some((at, timer)) = self.timers.pop_due(now) {
             match timer {
                 Timer::Rpc(id) => grants_due |= self.rpc_timer(now, id, backlogged),
                 Timer::Acks(peer) => {
@@ -96,10 +96,12 @@ impl Endpoint {
                 }
                 Timer::Cutoffs => {
                     self.receiver.cutoffs_timer = None;
-                    if self.receiver.update_cutoffs(&self.config) {
+                    let ratio = self.bytedance_split_ratio();
+                    if self.receiver.update_cutoffs(&self.config, ratio) {
                         self.metrics.cutoff_updates += 1;
                     }
                 }
+                Timer::GrantPause(peer) => grants_due |= self.grant_pause_timer(now, peer, at),
             }
         }
         if grants_due {

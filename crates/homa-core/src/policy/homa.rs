@@ -113,6 +113,10 @@ impl ReceiverPolicy for HomaReceiver {
             // for the next oldest (see docs/protocol-notes.md, FIFO grants).
             let pick = self.queue.iter_by_age().find_map(|id| {
                 let m = &messages[&id].0;
+                if m.grant_window == Some(0) {
+                    // Its peer's grants are paused (ByteDance mode).
+                    return None;
+                }
                 let granted = given.get(&id).copied().unwrap_or(m.granted);
                 let offset = m.received.saturating_add(bytes).min(m.length);
                 (offset > granted).then_some((id, offset))

@@ -13,8 +13,11 @@
 //! addresses; [`crate::error::check_cluster_addr`] refuses anything else.
 
 mod homa;
+mod peers;
 mod tcp;
 mod unloaded;
+
+pub use peers::PeerRecord;
 
 use crate::error::{check_cluster_addr, PerfError};
 use crate::proto::{expected_response_size, Protocol, MAX_TCP_MESSAGE};
@@ -320,6 +323,11 @@ pub struct NodeReport {
     /// Homa only: the client and server endpoints' `metrics()` and
     /// `runtime_stats()`.
     pub homa: Option<serde_json::Value>,
+    /// Homa in ByteDance mode only: what the endpoint detected about each
+    /// peer it keeps state for, at the end of the run (absent from reports
+    /// written before it existed, and empty in stock Homa).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bytedance_peers: Vec<PeerRecord>,
 }
 
 impl NodeReport {
@@ -442,6 +450,11 @@ pub fn run_node(args: &ClusterArgs) -> Result<NodeReport, PerfError> {
         Mode::Loaded => Some(run_loaded(&plan, server.homa_endpoint(), &mut report)?),
         Mode::Unloaded => Some(run_unloaded(&plan, server.homa_endpoint(), &mut report)?),
     };
+    // The detected paths as the load left them (before the linger, when
+    // nothing is sent and the smoothed RTTs no longer change).
+    if let Some(ep) = server.homa_endpoint() {
+        report.bytedance_peers = peers::records(ep);
+    }
     if client.is_some() {
         std::thread::sleep(plan.linger);
     }
@@ -690,6 +703,7 @@ impl Plan {
             cpu_user_s: 0.0,
             cpu_sys_s: 0.0,
             homa: None,
+            bytedance_peers: Vec::new(),
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::scenario::Scenario;
 use crate::sim::Simulation;
 use crate::topology::{Topology, TopologyConfig};
 use anyhow::{bail, Context, Result};
+use homa_core::bytedance::bdp_bytes;
 use homa_measure::progress::Progress;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -238,7 +239,6 @@ fn peer_paths(sim: &Simulation<Homa>) -> Vec<PeerPath> {
             if !p.rtt.has_sample() {
                 continue;
             }
-            let mbps = p.path_mbps(local) as f64;
             let rate = topo.host_bps_of(a).min(topo.host_bps_of(b)) as f64 / 1e6;
             let true_rtt = topo.pair_latency(&[full], a, b) + topo.pair_latency(&[min], b, a);
             let probe_rtt = topo.pair_latency(&[probe], a, b) + topo.pair_latency(&[probe], b, a);
@@ -248,8 +248,8 @@ fn peer_paths(sim: &Simulation<Homa>) -> Vec<PeerPath> {
                     p.rtt.min_ns as f64,
                     p.rtt.recent_ns as f64,
                     probe_rtt as f64 / 1e3,
-                    p.rtt.min_ns as f64 * mbps / 8_000.0,
-                    true_rtt as f64 / 1e3 * rate / 8_000.0,
+                    p.detected_bdp(local).unwrap_or(0.0),
+                    bdp_bytes(true_rtt as f64 / 1e3, rate),
                     p.last_unsched_window as f64,
                     1.0,
                 ]);

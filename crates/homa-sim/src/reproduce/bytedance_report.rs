@@ -477,7 +477,9 @@ fn coexistence(w: &mut String, entries: &[Entry]) {
          - Probes refused by servers that have not yet proven the client (a client that sent \
            only one-packet requests) are counted as `rtt_invalid` in results.csv; the core's \
            rule, not loss.\n\
-         - The receiver's measured unscheduled ratio does not drive the priority split (the \
-           core's open item), and `rtt_min` never expires.\n"
+         - Every run is far shorter than `rtt_min`'s 10 s window, which never turns over, and the grant \
+           pause above `rtt_high` (off by default) is not exercised. The measured \
+           unscheduled ratio does set the number of unscheduled priority levels (it needs \
+           64 messages, then changes at the cutoff interval).\n"
     );
 }

@@ -20,14 +20,19 @@
 //!   and 2 → host 0 (W5, `--outstanding` each): per-peer windows against
 //!   one static RTTbytes.
 //!
+//! In the mode, every node records what its endpoint detected about each
+//! peer; each run sets that against the true paths ([`paths`]).
+//!
 //! Writes `OUT/bytedance/EXPERIMENT.json` and prints the tables
 //! ([`markdown`]). The testbed (prefix `--prefix`) is removed at the end,
 //! also on failure, unless `--keep`.
 
 mod args;
+pub mod paths;
 mod report;
 
 pub use args::{BdArgs, Experiment};
+pub use paths::{PeerPath, Ping};
 pub use report::markdown;
 
 use crate::analysis::{self, Baseline, Bucket};
@@ -36,11 +41,11 @@ use crate::netns::{self, TestbedSpec};
 use crate::rates;
 use crate::tc::{self, BacklogSampler};
 use anyhow::{Context, Result};
-use homa_perf::cluster::{ClusterArgs, NodeReport, ResponseSize};
+use homa_perf::cluster::{ClusterArgs, NodeReport, PeerRecord, ResponseSize};
 use homa_perf::{Protocol, SizeDist};
 use serde::{Deserialize, Serialize};
 use std::fs;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -71,6 +76,10 @@ pub struct BdRun {
     pub per_host: Vec<(usize, Vec<Bucket>)>,
     /// Core counters summed over every Homa endpoint.
     pub counters: Vec<(String, u64)>,
+    /// ByteDance mode: detected against true path, per ordered pair of
+    /// hosts (absent from results written before it existed).
+    #[serde(default)]
+    pub paths: Vec<PeerPath>,
 }
 
 /// An experiment's results.
@@ -93,6 +102,10 @@ pub struct BdResult {
     pub switch_levels: u8,
     /// RTTbytes (static) every endpoint uses.
     pub rtt_bytes: u64,
+    /// Unloaded round trips between each client host and host 0, the
+    /// true RTTs of [`paths`] (absent from older results).
+    #[serde(default)]
+    pub pings: Vec<Ping>,
     /// The runs.
     pub runs: Vec<BdRun>,
 }
@@ -172,10 +185,11 @@ fn run_on(
     };
     let w5 = SizeDist::by_name("w5")?;
     let bounds = homa_measure::buckets::cdf_bounds(&w5, bench::MAX_SIZE, 6);
-    let baseline = if args.experiment == Experiment::Sweep {
-        None
+    let (baseline, pings) = if args.experiment == Experiment::Sweep {
+        (None, Vec::new())
     } else {
-        Some(ctx.baseline()?)
+        let (b, p) = ctx.baseline()?;
+        (Some(b), p)
     };
     // Variants alternate, size by size and repeat by repeat, so that a
     // change in the machine's load (2 shared cores) hits both alike.
@@ -186,14 +200,14 @@ fn run_on(
                 for &size in &args.sizes {
                     for &bd in variants {
                         eprintln!("testbed: sweep {size} B, bytedance={bd}");
-                        runs.push(ctx.loaded(bd, Some(size), None, &w5, &bounds)?);
+                        runs.push(ctx.loaded(bd, Some(size), None, &[], &w5, &bounds)?);
                     }
                 }
             }
             _ => {
                 for &bd in variants {
                     eprintln!("testbed: {}, bytedance={bd}", args.experiment.name());
-                    runs.push(ctx.loaded(bd, None, baseline.as_ref(), &w5, &bounds)?);
+                    runs.push(ctx.loaded(bd, None, baseline.as_ref(), &pings, &w5, &bounds)?);
                 }
             }
         }
@@ -207,6 +221,7 @@ fn run_on(
         buffer_bytes: spec.buffer_bytes,
         switch_levels: spec.switch_levels,
         rtt_bytes: ctx.base_config(0, false).core.unsched_bytes as u64,
+        pings,
         runs,
     })
 }
@@ -259,8 +274,9 @@ impl Ctx<'_> {
         a
     }
 
-    /// Unloaded round trips of stock Homa from host 1 to host 0 (W5 sizes).
-    fn baseline(&self) -> Result<Baseline> {
+    /// Unloaded round trips of stock Homa from host 1 to host 0 (W5
+    /// sizes), then each client host's ping to host 0.
+    fn baseline(&self) -> Result<(Baseline, Vec<Ping>)> {
         let tag = "unloaded";
         let mut server = self.node(0, SERVER_PORT, Protocol::Homa, tag);
         server.server_only = true;
@@ -274,18 +290,39 @@ impl Ctx<'_> {
         prober.unloaded_count = 8;
         prober.config = Some(self.config_file(1, false)?);
         let s = self.spawn(0, &server, tag)?;
-        let p = match self.spawn(1, &prober, tag) {
-            Ok(p) => p,
-            Err(e) => {
-                s.stop();
-                return Err(e);
+        let outcome = self.probe(1, &prober, tag).and_then(|r| {
+            let mut pings = Vec::new();
+            for host in 1..self.spec.hosts {
+                let mut ping = self.node(host, SERVER_PORT + 200, Protocol::Homa, "ping");
+                ping.peers = vec![self.addr(0, SERVER_PORT)];
+                ping.size = Some(paths::PING_BYTES);
+                ping.response_size = ResponseSize::Bytes(paths::PING_BYTES);
+                ping.unloaded = true;
+                ping.unloaded_count = paths::PING_COUNT;
+                ping.config = Some(self.config_file(host, false)?);
+                let r = self.probe(host, &ping, "ping")?;
+                if let Some(min_ns) = r.unloaded.iter().map(|p| p.min_ns).filter(|&m| m > 0).min() {
+                    pings.push(Ping {
+                        host,
+                        bytes: paths::PING_BYTES,
+                        min_ns,
+                    });
+                }
             }
-        };
-        let outcome = wait_all(vec![p], Duration::from_secs(300));
+            Ok((r, pings))
+        });
         s.stop();
-        outcome?;
-        let r = read(&prober)?;
-        Baseline::new(r.unloaded.iter().map(|p| (p.size, p.min_ns)).collect())
+        let (r, pings) = outcome?;
+        let b = Baseline::new(r.unloaded.iter().map(|p| (p.size, p.min_ns)).collect())?;
+        Ok((b, pings))
+    }
+
+    /// Runs one unloaded prober on `host` against a running server; its
+    /// report.
+    fn probe(&self, host: usize, a: &ClusterArgs, tag: &str) -> Result<NodeReport> {
+        let p = self.spawn(host, a, tag)?;
+        wait_all(vec![p], Duration::from_secs(300))?;
+        read(a)
     }
 
     fn spawn(&self, host: usize, a: &ClusterArgs, tag: &str) -> Result<Node> {
@@ -368,6 +405,7 @@ impl Ctx<'_> {
         bd: bool,
         size: Option<u64>,
         baseline: Option<&Baseline>,
+        pings: &[Ping],
         w5: &SizeDist,
         bounds: &[u64],
     ) -> Result<BdRun> {
@@ -424,12 +462,15 @@ impl Ctx<'_> {
             buckets: Vec::new(),
             per_host: Vec::new(),
             counters: Vec::new(),
+            paths: Vec::new(),
         };
+        let mut detected = Vec::new();
         let mut rpcs = Vec::new();
         let mut by_host: Vec<(usize, Vec<(u64, u64)>)> = Vec::new();
         let mut sums = vec![0u64; COUNTERS.len()];
         for p in &plans {
             let r = read(&p.args)?;
+            detected.extend(r.bytedance_peers.iter().map(|x| (p.host, x.clone())));
             if let Some(h) = &r.homa {
                 for (i, k) in COUNTERS.iter().enumerate() {
                     sums[i] += sum_key(h, k);
@@ -453,6 +494,7 @@ impl Ctx<'_> {
                 None => by_host.push((p.host, all)),
             }
         }
+        run.paths = self.paths(&detected, pings);
         run.counters = COUNTERS
             .iter()
             .zip(sums)
@@ -473,6 +515,25 @@ impl Ctx<'_> {
             }
         }
         Ok(run)
+    }
+}
+
+impl Ctx<'_> {
+    /// The detected paths of one run against the true ones.
+    fn paths(&self, detected: &[(usize, PeerRecord)], pings: &[Ping]) -> Vec<PeerPath> {
+        let ips: Vec<IpAddr> = (0..self.spec.hosts)
+            .map(|h| IpAddr::V4(self.spec.host_ip(h)))
+            .collect();
+        paths::aggregate(
+            detected,
+            &paths::PathSetting {
+                ips: &ips,
+                rates: &self.rates,
+                pings,
+                ping_frame: paths::PING_BYTES + bench::PACKET_OVERHEAD as u64,
+                full_frame: u64::from(self.spec.mtu) + 14,
+            },
+        )
     }
 }
 

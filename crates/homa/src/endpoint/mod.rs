@@ -33,11 +33,12 @@ use crate::wake::{sleep, Kick};
 use crate::Error;
 use bytes::Bytes;
 use homa_core::{Event, Message, Metrics, Nanos, Pacer, PacketMeta, RpcId, Transmit};
+use parking_lot::{Condvar, MutexGuard};
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -247,7 +248,7 @@ pub(crate) struct Inner {
     local: SocketAddr,
     config: Config,
     epoch: Instant,
-    state: Mutex<State>,
+    state: parking_lot::Mutex<State>,
     /// Application threads inside `wait_until`.
     waiters: AtomicUsize,
     /// Whether the host's CPUs are all busy (adaptive polling).
@@ -355,7 +356,7 @@ impl Endpoint {
             sock,
             local,
             epoch: Instant::now(),
-            state: Mutex::new(State {
+            state: parking_lot::Mutex::new(State {
                 core,
                 pacer,
                 held: None,
@@ -435,6 +436,9 @@ impl Endpoint {
         }
         let inner = &self.inner;
         let mut st = inner.lock();
+        // Again under the lock: a shutdown that came in between has ended
+        // the core's RPCs (it sets `closed` before it takes the lock).
+        inner.check_open()?;
         let now = inner.now();
         let id = st.core.send_request(now, dest, request)?;
         st.outstanding.insert(id);
@@ -529,6 +533,9 @@ impl Endpoint {
         self.inner.check_open()?;
         let inner = &self.inner;
         let mut st = inner.lock();
+        // Again under the lock: a shutdown in between ended the RPC, and the
+        // caller should hear `Closed`, not that the RPC is unknown.
+        inner.check_open()?;
         let now = inner.now();
         st.core.reply(now, id, response)?;
         let out = inner.take_output(&mut st, now);
@@ -588,6 +595,12 @@ impl Endpoint {
     /// that compare the detected bandwidth-delay product with the true one.
     pub fn bytedance_peer(&self, peer: SocketAddr) -> Option<homa_core::bytedance::PeerState> {
         self.inner.lock().core.bytedance_peer(peer)
+    }
+
+    /// What the ByteDance mode knows of every peer the endpoint keeps
+    /// state for, in address order (see [`Endpoint::bytedance_peer`]).
+    pub fn bytedance_peers(&self) -> Vec<(SocketAddr, homa_core::bytedance::PeerState)> {
+        self.inner.lock().core.bytedance_peers()
     }
 
     /// The runtime's own counters.
@@ -654,9 +667,7 @@ impl Inner {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock poisons it; the state is still
-        // consistent at every await point of the core, so carry on.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// Whether the readiness descriptor should be readable: a message waits
@@ -763,7 +774,9 @@ impl Inner {
     /// nobody reads, else wherever the reader sleeps.
     fn kick_reader(&self, st: &State) {
         match st.reader {
-            Reader::Nobody => self.bg_cond.notify_one(),
+            Reader::Nobody => {
+                self.bg_cond.notify_one();
+            }
             Reader::App if st.recv_blocked_until.is_some() => self.kick_self(),
             Reader::App | Reader::Background => self.kick.kick(),
         }

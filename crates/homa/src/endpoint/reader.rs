@@ -426,11 +426,7 @@ impl Inner {
                     wait = wait.min(Duration::from_nanos(until - now));
                 }
                 st.bg_wakes_at = Some(now + wait.as_nanos() as Nanos);
-                st = self
-                    .bg_cond
-                    .wait_timeout(st, wait)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
+                self.bg_cond.wait_for(&mut st, wait);
                 st.bg_wakes_at = None;
             }
             st.reader = Reader::Background;

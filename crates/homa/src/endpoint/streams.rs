@@ -18,6 +18,8 @@ impl Inner {
     ) -> Result<T, Error> {
         self.check_open()?;
         let mut guard = self.lock();
+        // Again under the lock: a shutdown may have come in between.
+        self.check_open()?;
         let st = &mut *guard;
         let now = self.now();
         let mut events = crate::stream::drain(&mut st.core, now, &mut st.streams, &mut st.parked);

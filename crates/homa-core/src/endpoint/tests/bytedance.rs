@@ -95,6 +95,8 @@ fn a_new_message_from_a_capable_peer_draws_a_probe_answered_with_its_nonce() {
     let p = net.eps[0].bytedance_peer(addr(1)).unwrap();
     assert!(p.probe.capable && p.rtt.has_sample());
     assert_eq!(p.link_mbps, 10_000);
+    // The same state in the list of every peer's.
+    assert_eq!(net.eps[0].bytedance_peers(), vec![(addr(1), p)]);
     // The receiver's unscheduled ratio travelled: all messages were short.
     assert_eq!(net.eps[1].unsched_ratio(), Some(1000));
     assert_eq!(p.unsched_ratio, Some(1000));
@@ -261,4 +263,255 @@ fn bytedance_needs_homa() {
     c.bytedance.rtt_ewma_weight = 1001;
     assert!(c.validate().is_err());
     assert!(bytedance().validate().is_ok());
+}
+
+/// The receiver's measured unscheduled ratio decides its priority split in
+/// the mode, at the cutoff interval, even before it has enough sizes for
+/// Homa's rule (Linux's boundaries are kept); senders learn the new cutoffs
+/// as they learn Homa's. With the mode off the same traffic changes
+/// nothing (too few sizes).
+#[test]
+fn the_measured_ratio_drives_the_priority_split() {
+    let run = |mut config: Config| {
+        config.cutoff_update_interval_ns = 5_000_000;
+        let mut net = Net::new(2, config);
+        // 70 requests of 200 KB: ~20% of their bytes go unscheduled.
+        for batch in 0..7u8 {
+            for k in 0..10u8 {
+                net.eps[0]
+                    .send_request(net.now, addr(1), payload(200_000, batch * 10 + k))
+                    .unwrap();
+            }
+            net.pump();
+            net.serve(1, |_| Bytes::new());
+            net.pump();
+        }
+        for _ in 0..6 {
+            net.tick();
+            net.pump();
+        }
+        net
+    };
+    let mut net = run(bytedance());
+    let ratio = net.eps[1].unsched_ratio().expect("measured");
+    assert!(ratio < 300, "{ratio}");
+    let (plan, version) = net.eps[1].cutoffs();
+    let want = crate::priority::unsched_levels_from_ratio(ratio, 8, 4, 250);
+    assert!(want < 4, "{want}");
+    assert_eq!(plan.unsched_levels(8), want);
+    assert_eq!(version, 2);
+    assert_eq!(net.eps[1].metrics().cutoff_updates, 1);
+    // Fewer sizes than `cutoff_min_samples`: Linux's boundaries, as many
+    // as the levels hold.
+    assert_eq!(
+        plan,
+        PriorityPlan::from_sorted_sizes_with_levels(&[], 40_000, 8, want)
+    );
+    // The sender learns them with its next message.
+    net.eps[0]
+        .send_request(net.now, addr(1), payload(100, 0))
+        .unwrap();
+    net.pump();
+    let p = net.eps[0].peers.get(&addr(1)).unwrap();
+    assert_eq!((p.cutoff_version, p.cutoffs), (2, plan.cutoffs));
+    // More of the same traffic: no new version (nothing moved enough).
+    for k in 0..20u8 {
+        net.eps[0]
+            .send_request(net.now, addr(1), payload(200_000, k))
+            .unwrap();
+        net.pump();
+        net.serve(1, |_| Bytes::new());
+        net.pump();
+    }
+    for _ in 0..6 {
+        net.tick();
+        net.pump();
+    }
+    assert_eq!(net.eps[1].cutoffs().1, 2);
+
+    // Stock Homa: the same traffic leaves the default plan.
+    let net = run(Config::default());
+    assert_eq!(net.eps[1].cutoffs(), (PriorityPlan::default_for(8), 1));
+    assert_eq!(
+        net.eps[1].unsched_ratio(),
+        None,
+        "no meter with the mode off"
+    );
+}
+
+/// Sends everything endpoint `from` has now; packets `hold` picks are kept
+/// back (returned) instead of delivered.
+fn drain(net: &mut Net, from: usize, mut hold: impl FnMut(&Transmit) -> bool) -> Vec<Transmit> {
+    let mut held = Vec::new();
+    while let Some(t) = net.eps[from].poll_transmit(net.now).map(whole) {
+        if hold(&t) {
+            held.push(t);
+        } else {
+            deliver(net, from, &t);
+        }
+    }
+    held
+}
+
+fn deliver(net: &mut Net, from: usize, t: &Transmit) {
+    let to = net.idx(t.dst);
+    let src = net.eps[from].local_addr().ip();
+    net.eps[to].handle_packet(net.now, src, &t.header);
+}
+
+fn is_resps(t: &Transmit) -> bool {
+    t.packet_type == PacketType::RttResps
+}
+
+/// Endpoint 0 starts a 500 KB request to 1 whose RTT sample of 0 (1's
+/// probe, answered by 0) is delayed by 1 ms: far above `rtt_high`. Returns
+/// the packets sent after that sample arrived, up to quiet, with `lose`
+/// dropping some.
+fn delayed_sample(
+    net: &mut Net,
+    lose: impl FnMut(usize, &Transmit) -> bool,
+) -> Vec<(usize, Transmit)> {
+    for k in 0..3 {
+        net.now += 2_000_000;
+        rpc(net, 20, 20, k);
+    }
+    assert!(net.eps[1].bytedance_peer(addr(0)).unwrap().rtt.has_sample());
+    net.now += 2_000_000;
+    net.eps[0]
+        .send_request(net.now, addr(1), payload(500_000, 9))
+        .unwrap();
+    // 0's unscheduled bytes; 1 probes 0 at the first and grants.
+    assert!(drain(net, 0, |_| false).is_empty());
+    assert!(drain(net, 1, |_| false).is_empty());
+    // 0's answer goes first (head of its control queue): keep it 1 ms.
+    let t = whole(net.eps[0].poll_transmit(net.now).unwrap());
+    assert!(is_resps(&t));
+    net.now += 1_000_000;
+    deliver(net, 0, &t);
+    net.pump_with(lose)
+}
+
+fn grants_from(sent: &[(usize, Transmit)], i: usize) -> usize {
+    sent.iter()
+        .filter(|(j, t)| *j == i && t.packet_type == PacketType::Grant)
+        .count()
+}
+
+fn request_arrived(net: &mut Net) -> bool {
+    net.events(1)
+        .iter()
+        .any(|e| matches!(e, Event::Request { message, .. } if message.len() == 500_000))
+}
+
+/// `no_grants_above_high`: a sample far above `rtt_high` pauses grants to
+/// that peer (its message is held, the rest of its granted bytes still
+/// arrive); the paused peer keeps being probed from the pause timer, and
+/// the first sample below `rtt_high` resumes the grants. Off, the same
+/// sample changes no grant.
+#[test]
+fn grants_pause_above_rtt_high_and_resume_at_a_low_sample() {
+    let mut config = bytedance();
+    config.bytedance.no_grants_above_high = true;
+    let mut net = Net::new(2, config);
+    let sent = delayed_sample(&mut net, |_, _| false);
+    // The rest of what 1 had granted still arrives.
+    assert!(sent
+        .iter()
+        .any(|(i, t)| *i == 0 && t.packet_type == PacketType::Data));
+    assert_eq!(net.eps[1].bytedance.held.len(), 1, "the message is held");
+    let p = net.eps[1].bytedance_peer(addr(0)).unwrap();
+    let c = net.eps[1].config.clone();
+    let t = p
+        .thresholds(&c.bytedance, c.link_mbps, c.max_payload())
+        .unwrap();
+    assert!(p.rtt.recent_ns > t.high_ns && p.rtt.last_ns > t.high_ns);
+    assert_eq!(grants_from(&sent, 1), 0, "{:?}", types(&sent));
+    assert!(!request_arrived(&mut net), "the message waits");
+    assert_eq!(net.eps[1].metrics().bytedance_grant_pauses, 1);
+    assert!(p.pause_timer.is_some());
+    // The pause timer probes the peer (no new message from it would); its
+    // answer, at once, is a sample below rtt_high: grants resume.
+    let probes = net.eps[1].metrics().rtt_probes_sent;
+    net.tick();
+    let sent = net.pump();
+    assert_eq!(net.eps[1].metrics().rtt_probes_sent, probes + 1);
+    assert!(grants_from(&sent, 1) > 0);
+    assert!(request_arrived(&mut net));
+    let m = net.eps[1].metrics();
+    assert_eq!(
+        (m.bytedance_grant_pauses, m.bytedance_stale_resumes),
+        (1, 0)
+    );
+    assert_eq!(
+        net.eps[1].bytedance_peer(addr(0)).unwrap().pause_timer,
+        None
+    );
+    assert!(net.eps[1].bytedance.held.is_empty(), "nothing left held");
+
+    // The option off: the same high sample withholds nothing.
+    let mut net = Net::new(2, bytedance());
+    let sent = delayed_sample(&mut net, |_, _| false);
+    assert!(grants_from(&sent, 1) > 0);
+    assert!(request_arrived(&mut net));
+    assert_eq!(net.eps[1].metrics().bytedance_grant_pauses, 0);
+}
+
+/// The stale-sample escape: every answer to the paused peer's probes is
+/// lost, so no newer sample comes; `grant_pause_stale_ns` after the high
+/// sample the pause ends on its own and the message completes.
+#[test]
+fn a_pause_ends_when_its_sample_goes_stale() {
+    let mut config = bytedance();
+    config.bytedance.no_grants_above_high = true;
+    let stale = config.bytedance.grant_pause_stale_ns;
+    let mut net = Net::new(2, config);
+    let lose_answers = |i: usize, t: &Transmit| i == 0 && is_resps(t);
+    delayed_sample(&mut net, lose_answers);
+    let sampled_at = net.now;
+    let probes = net.eps[1].metrics().rtt_probes_sent;
+    let mut done_at = None;
+    for _ in 0..20 {
+        net.tick();
+        net.pump_with(lose_answers);
+        if request_arrived(&mut net) {
+            done_at = Some(net.now);
+            break;
+        }
+    }
+    let done_at = done_at.expect("the message completed");
+    assert!(done_at >= sampled_at + stale, "not before the bound");
+    assert!(done_at <= sampled_at + stale + net.eps[1].config.tick_ns);
+    let m = net.eps[1].metrics();
+    assert_eq!(
+        (m.bytedance_grant_pauses, m.bytedance_stale_resumes),
+        (1, 1)
+    );
+    assert!(net.eps[1].bytedance.held.is_empty());
+    // It kept probing while paused (about one probe per tick: the
+    // congested interval is shorter than a tick here).
+    assert!(
+        m.rtt_probes_sent >= probes + 3,
+        "{}",
+        m.rtt_probes_sent - probes
+    );
+}
+
+/// The new settings are checked.
+#[test]
+fn pause_window_and_hysteresis_settings_are_validated() {
+    let mut config = bytedance();
+    config.bytedance.no_grants_above_high = true;
+    config.bytedance.rtt_min_window_ns = 0;
+    assert!(
+        config.validate().is_err(),
+        "the window must be at least 1 ns"
+    );
+    config.bytedance.rtt_min_window_ns = 1;
+    config.bytedance.grant_pause_stale_ns = 0;
+    assert!(config.validate().is_err());
+    config.bytedance.grant_pause_stale_ns = 1_000_000;
+    config.bytedance.split_hysteresis = 1_001;
+    assert!(config.validate().is_err());
+    config.bytedance.split_hysteresis = 0;
+    assert!(config.validate().is_ok());
 }
