@@ -8,7 +8,7 @@
 # pytest and pytest-asyncio. PYTHON picks another interpreter. 1.5 to 3
 # minutes on the 2-core CI machine from a clean target/ (measured 94 s and
 # 183 s, the machine busier): 80-160 s the release build of the extension
-# (fat LTO, the workspace's release profile), ~4 s the 64 tests.
+# (fat LTO, the workspace's release profile), ~6 s the 88 tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${PYTHON:-python3}"

@@ -46,7 +46,7 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
 }
 
 /// A result on its way to Python.
-trait Outcome: Send + 'static {
+pub(crate) trait Outcome: Send + 'static {
     /// The Python value (on the event loop's thread, with the GIL).
     fn to_py(&self, py: Python<'_>) -> PyResult<Py<PyAny>>;
     /// Nobody will take the value: give back what must not be lost.
@@ -82,7 +82,7 @@ impl Outcome for Received {
 
 /// Runs `fut` on the runtime; returns an `asyncio.Future` of the running
 /// event loop that gets its outcome.
-fn bridge<'py, T, F>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+pub(crate) fn bridge<'py, T, F>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
 where
     T: Outcome,
     F: Future<Output = Result<T, homa::Error>> + Send + 'static,
@@ -230,6 +230,9 @@ fn deliver<T: Outcome>(event_loop: Py<PyAny>, target: Py<PyAny>, outcome: Result
 #[pyclass(frozen, module = "homars._native", name = "AsyncEndpoint")]
 pub struct AsyncEndpoint {
     shared: Arc<Shared>,
+    /// Streams accepted for a task that was cancelled: the next
+    /// `accept_stream` takes them first.
+    accepted: crate::aio_stream::Accepted,
 }
 
 #[pymethods]
@@ -243,6 +246,7 @@ impl AsyncEndpoint {
     ) -> PyResult<AsyncEndpoint> {
         Ok(AsyncEndpoint {
             shared: Shared::bind(py, addr, config)?,
+            accepted: Default::default(),
         })
     }
 
@@ -328,6 +332,56 @@ impl AsyncEndpoint {
             }?;
             Ok(Received { req, ep })
         })
+    }
+
+    /// Opens a stream to `dest` (never waits: a peer that refuses or never
+    /// answers makes the stream's operations raise `StreamRefused` or
+    /// `StreamOpenTimeout`).
+    fn open_stream(
+        &self,
+        py: Python<'_>,
+        dest: &Bound<'_, PyAny>,
+    ) -> PyResult<crate::aio_stream::AsyncStream> {
+        let dest = parse_addr(py, dest)?;
+        let ep = self.shared.get(py)?;
+        let s = py
+            .detach(|| ep.blocking().open_stream(dest))
+            .map_err(|e| to_py(py, e))?;
+        Ok(crate::aio_stream::AsyncStream::new(s.into()))
+    }
+
+    /// Future of the next stream a peer opens (`timeout` seconds at most).
+    #[pyo3(signature = (timeout=None))]
+    fn accept_stream<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let limit = crate::convert::timeout(py, timeout)?;
+        let ep = self.shared.get(py)?;
+        let back = self.accepted.clone();
+        bridge(py, async move {
+            let next = back.first(|| ep.accept_stream());
+            let s = match limit {
+                None => next.await?,
+                Some(t) => tokio::time::timeout(t, next)
+                    .await
+                    .unwrap_or(Err(homa::Error::Timeout))?,
+            };
+            Ok(crate::aio_stream::AcceptedStream::new(
+                crate::aio_stream::either(s),
+                back,
+            ))
+        })
+    }
+
+    /// Gives back a stream a cancelled `accept_stream` accepted: the next
+    /// `accept_stream` returns it first.
+    #[pyo3(name = "_unaccept")]
+    fn unaccept(&self, stream: PyRef<'_, crate::aio_stream::AsyncStream>) {
+        if let Some(s) = stream.take_inner() {
+            self.accepted.push(s);
+        }
     }
 
     /// Gives back a request that was received but will not be handled (its

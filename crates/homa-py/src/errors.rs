@@ -61,6 +61,10 @@ pub(crate) fn to_py(py: Python<'_>, e: homa::Error) -> PyErr {
         homa::Error::NotAwaitingReply(id) => with_id(py, "NotAwaitingReply", &text, id),
         homa::Error::Limit(which) => limit(py, &text, which),
         homa::Error::Config(_) => build(py, "ConfigError", (t,), &[]),
+        homa::Error::StreamReset => build(py, "StreamReset", (t,), &[]),
+        homa::Error::StreamRefused => build(py, "StreamRefused", (t,), &[]),
+        homa::Error::StreamOpenTimeout => build(py, "StreamOpenTimeout", (t,), &[]),
+        homa::Error::StreamFinished => build(py, "StreamFinished", (t,), &[]),
         homa::Error::Io(io) => match io.raw_os_error() {
             // OSError's two-argument form sets `errno` and `strerror`.
             Some(code) => build(py, "HomaOSError", (code, t), &[]),

@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 mod aio;
+mod aio_stream;
 mod blocking;
 mod convert;
 mod errors;
@@ -39,6 +40,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::RpcId>()?;
     m.add_class::<types::Request>()?;
     m.add_class::<stream::Stream>()?;
+    m.add_class::<aio_stream::AsyncStream>()?;
     m.add_function(wrap_pyfunction!(default_config, m)?)?;
     m.add_function(wrap_pyfunction!(loopback_config, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -1,8 +1,9 @@
 //! Streams for Python: `Endpoint.open_stream(dest)`,
 //! `Endpoint.accept_stream(timeout=None)` and the `Stream` they return
 //! (thin wrappers of [`homa::Stream`]; waits release the GIL in slices, as
-//! the endpoint's do). Stream failures raise `HomaError` with the runtime's
-//! text (reset, refused, never accepted) or `PeerDead`.
+//! the endpoint's do). Stream failures raise the `homars.StreamError`
+//! classes (`StreamReset`, `StreamRefused`, `StreamOpenTimeout`,
+//! `StreamFinished`) or `PeerDead`.
 
 use crate::blocking::{wait_sliced, Waited};
 use crate::convert::message;

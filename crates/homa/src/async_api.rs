@@ -1,6 +1,8 @@
 //! The same API for async code (tokio or any executor): every wait is a
 //! future instead of a blocked thread. The endpoint's background thread
-//! reads the socket for async users.
+//! reads the socket for async users. Streams have their async face too:
+//! [`AsyncEndpoint::open_stream`] / [`AsyncEndpoint::accept_stream`] and
+//! [`crate::AsyncStream`] (`async_stream.rs`).
 //!
 //! Nothing here needs a tokio runtime: the futures are woken by the
 //! endpoint's threads through their `Waker`, whatever polls them. Only

@@ -54,8 +54,11 @@
 //!
 //! # Cargo features
 //!
-//! - `tokio` (default): `AsyncEndpoint`, the async API. It runs on any
-//!   executor; inside a tokio runtime, `call`'s timeout is tokio's timer.
+//! - `tokio` (default): `AsyncEndpoint`, the async API, and `AsyncStream`,
+//!   its streams (`open_stream(..).await`, `accept_stream().await`; `send`
+//!   awaits room in the window, `recv` the next message, no executor thread
+//!   ever blocked). It runs on any executor; inside a tokio runtime,
+//!   `call`'s timeout is tokio's timer.
 //! - `toml` (default): `Config::from_toml_str` and `Config::from_toml_file`;
 //!   implies `serde`.
 //! - `serde`: `Serialize`/`Deserialize` for [`Config`] (and what it holds),
@@ -67,6 +70,8 @@
 
 #[cfg(feature = "tokio")]
 mod async_api;
+#[cfg(feature = "tokio")]
+mod async_stream;
 mod cmsg;
 mod config;
 mod contention;
@@ -84,6 +89,8 @@ mod wake;
 
 #[cfg(feature = "tokio")]
 pub use async_api::AsyncEndpoint;
+#[cfg(feature = "tokio")]
+pub use async_stream::AsyncStream;
 pub use config::{Config, FaultInjection, Transport};
 pub use endpoint::{Endpoint, Request, RuntimeStats};
 pub use error::Error;

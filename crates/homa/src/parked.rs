@@ -9,10 +9,17 @@
 //! waiting for requests, and a free reader role wakes one thread to take it.
 //! A thread parks with a timeout and re-checks the endpoint's state whenever
 //! it wakes, so a spurious or early wake-up costs a check, never a result.
+//!
+//! Async tasks wait for stream events here too (`AsyncStream`, see
+//! `async_stream.rs`): an entry is then a task's [`Waker`] instead of a
+//! thread, entered by a future's poll and left when it is polled again or
+//! dropped. Tasks never take the reader role, so a free role
+//! ([`Parked::wake_one`]) wakes threads only.
 
 use homa_core::RpcId;
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
+use std::task::Waker;
 use std::thread::Thread;
 
 /// What a parked thread waits for.
@@ -34,18 +41,44 @@ pub(crate) enum WaitFor {
 /// A parked thread's place, to leave the table by when it wakes.
 pub(crate) type Ticket = u64;
 
-/// Threads to unpark once the endpoint's lock is released.
-pub(crate) type Woken = SmallVec<[Thread; 2]>;
+/// Who waits: a parked thread, or an async task (its waker).
+#[derive(Debug, Clone)]
+pub(crate) enum Sleeper {
+    /// A thread of the blocking API, parked.
+    Thread(Thread),
+    /// An async task (a stream future of the async API).
+    Task(Waker),
+}
+
+impl Sleeper {
+    fn is_thread(&self) -> bool {
+        matches!(self, Sleeper::Thread(_))
+    }
+
+    fn wake(self) {
+        match self {
+            Sleeper::Thread(t) => t.unpark(),
+            Sleeper::Task(w) => w.wake(),
+        }
+    }
+}
+
+/// One waiter's entry.
+type Entry = (Ticket, Sleeper);
+
+/// Threads to unpark (and tasks to wake) once the endpoint's lock is
+/// released.
+pub(crate) type Woken = SmallVec<[Sleeper; 2]>;
 
 /// The parked threads of an endpoint (kept under its lock).
 #[derive(Debug, Default)]
 pub(crate) struct Parked {
     next: Ticket,
-    by_rpc: HashMap<RpcId, Vec<(Ticket, Thread)>>,
-    any_response: VecDeque<(Ticket, Thread)>,
-    requests: VecDeque<(Ticket, Thread)>,
-    streams: HashMap<RpcId, Vec<(Ticket, Thread)>>,
-    accepts: VecDeque<(Ticket, Thread)>,
+    by_rpc: HashMap<RpcId, Vec<Entry>>,
+    any_response: VecDeque<Entry>,
+    requests: VecDeque<Entry>,
+    streams: HashMap<RpcId, Vec<Entry>>,
+    accepts: VecDeque<Entry>,
     woken: Woken,
     /// What the application thread that reads the socket waits for: it
     /// checks for it after each round of input, so the first such item of
@@ -61,8 +94,22 @@ impl Parked {
     /// Registers the calling thread as waiting for `what`; it then parks
     /// (after releasing the lock) and calls [`Parked::leave`] on waking.
     pub(crate) fn enter(&mut self, what: WaitFor) -> Ticket {
+        self.enter_as(what, Sleeper::Thread(std::thread::current()))
+    }
+
+    /// Registers an async task as waiting for `what` (a stream or an
+    /// accept: tasks wait for nothing else here); `waker` is woken by the
+    /// event, after which the task's future polls again and calls
+    /// [`Parked::leave`].
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn enter_task(&mut self, what: WaitFor, waker: Waker) -> Ticket {
+        debug_assert!(matches!(what, WaitFor::Stream(_) | WaitFor::Accept));
+        self.enter_as(what, Sleeper::Task(waker))
+    }
+
+    fn enter_as(&mut self, what: WaitFor, sleeper: Sleeper) -> Ticket {
         self.next += 1;
-        let entry = (self.next, std::thread::current());
+        let entry = (self.next, sleeper);
         match what {
             WaitFor::Response(id) => self.by_rpc.entry(id).or_default().push(entry),
             WaitFor::AnyResponse => self.any_response.push_back(entry),
@@ -75,7 +122,7 @@ impl Parked {
 
     /// Removes the thread's entry if a wake-up has not removed it already.
     pub(crate) fn leave(&mut self, what: WaitFor, ticket: Ticket) {
-        let gone = |q: &mut VecDeque<(Ticket, Thread)>| q.retain(|(t, _)| *t != ticket);
+        let gone = |q: &mut VecDeque<Entry>| q.retain(|(t, _)| *t != ticket);
         match what {
             WaitFor::Response(id) => {
                 if let Some(v) = self.by_rpc.get_mut(&id) {
@@ -164,28 +211,34 @@ impl Parked {
         }
     }
 
-    /// A peer opened a stream: wakes the thread that has waited longest to
-    /// accept one.
+    /// A peer opened a stream: wakes the thread (or task) that has waited
+    /// longest to accept one. (A task woken so that drops its future
+    /// without polling passes the turn on: `async_stream.rs`.)
     pub(crate) fn accept_ready(&mut self) {
         if let Some((_, t)) = self.accepts.pop_front() {
             self.woken.push(t);
         }
     }
 
-    /// The reader role is free: wakes one thread to take it.
+    /// The reader role is free: wakes one thread to take it (tasks cannot).
     pub(crate) fn wake_one(&mut self) {
         let t = match self
             .requests
             .pop_front()
-            .or_else(|| self.accepts.pop_front())
+            .or_else(|| pop_thread(&mut self.accepts))
             .or_else(|| {
-                let id = self.streams.keys().next().copied()?;
+                let id = self
+                    .streams
+                    .iter()
+                    .find(|(_, v)| v.iter().any(|(_, s)| s.is_thread()))
+                    .map(|(id, _)| *id)?;
                 let v = self.streams.get_mut(&id)?;
-                let t = v.pop();
+                let i = v.iter().rposition(|(_, s)| s.is_thread())?;
+                let t = v.remove(i);
                 if v.is_empty() {
                     self.streams.remove(&id);
                 }
-                t
+                Some(t)
             }) {
             Some((_, t)) => Some(t),
             None => match self.any_response.pop_front() {
@@ -220,16 +273,23 @@ impl Parked {
         self.woken.extend(self.accepts.drain(..).map(|(_, t)| t));
     }
 
-    /// The threads to unpark (after releasing the lock).
+    /// The threads to unpark and tasks to wake (after releasing the lock).
     pub(crate) fn take_woken(&mut self) -> Woken {
         std::mem::take(&mut self.woken)
     }
 }
 
-/// Unparks the threads [`Parked::take_woken`] returned.
+/// Takes the oldest thread (not task) out of `q`.
+fn pop_thread(q: &mut VecDeque<Entry>) -> Option<Entry> {
+    let i = q.iter().position(|(_, s)| s.is_thread())?;
+    q.remove(i)
+}
+
+/// Unparks the threads (and wakes the tasks) [`Parked::take_woken`]
+/// returned.
 pub(crate) fn unpark(woken: Woken) {
     for t in woken {
-        t.unpark();
+        t.wake();
     }
 }
 
@@ -377,5 +437,36 @@ mod tests {
         p.rpc_gone(rpc(2));
         assert_eq!(woken(&mut p), 3);
         assert_eq!(p.requests.len(), 1);
+    }
+
+    #[test]
+    fn tasks_are_woken_by_stream_events_but_never_given_the_reader_role() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        struct Count(AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut p = Parked::default();
+        p.enter_task(WaitFor::Stream(rpc(2)), waker.clone());
+        p.enter_task(WaitFor::Accept, waker.clone());
+        // A free reader role finds no thread: nobody is woken.
+        p.wake_one();
+        assert_eq!(woken(&mut p), 0);
+        let thread = p.enter(WaitFor::Stream(rpc(2)));
+        p.wake_one();
+        let w = p.take_woken();
+        assert!(w.len() == 1 && w[0].is_thread());
+        p.leave(WaitFor::Stream(rpc(2)), thread);
+        // The stream's event and an accept wake the tasks.
+        p.stream_ready(rpc(2));
+        p.accept_ready();
+        unpark(p.take_woken());
+        assert_eq!(count.0.load(Ordering::SeqCst), 2);
+        assert!(p.streams.is_empty() && p.accepts.is_empty());
     }
 }

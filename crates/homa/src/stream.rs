@@ -8,7 +8,10 @@
 //! whichever thread reads the socket, [`drain`]) into per-stream slots held
 //! in the endpoint's state; a thread blocked in [`Stream::recv`] or
 //! [`Stream::send`] parks on [`WaitFor::Stream`] and is woken by its
-//! stream's events only.
+//! stream's events only; a task awaiting `AsyncStream`'s futures
+//! (`async_stream.rs`) waits in the same table with its waker, through the
+//! same checks ([`Streams::recv_ready`], [`Streams::send_ready`],
+//! [`Streams::take_accept`]).
 
 use crate::endpoint::Endpoint;
 use crate::error::Error;
@@ -26,6 +29,9 @@ pub(crate) struct Streams {
     by_id: HashMap<RpcId, Slot>,
     /// Streams peers opened that nobody accepted yet, oldest first.
     accept: VecDeque<RpcId>,
+    /// Streams whose waiters an operation under the lock must wake (a
+    /// local abort): `Inner::stream_op` wakes them.
+    pub(crate) to_wake: Vec<RpcId>,
 }
 
 /// What one stream's handle has not taken yet.
@@ -126,6 +132,42 @@ impl Streams {
             Some(_) => None,
         }
     }
+
+    /// A waiting sender's check: the stream's failure, or room to send
+    /// (then the send is tried again), or `None` to wait on.
+    pub(crate) fn send_ready(&self, id: RpcId) -> Option<Result<(), Error>> {
+        if let Some(e) = self.send_error(id) {
+            return Some(Err(e));
+        }
+        let s = self.by_id.get(&id)?;
+        s.writable.then_some(Ok(()))
+    }
+
+    /// A waiting receiver's check: the next message, the end (`None`), the
+    /// failure once the messages before it are read, or `None` to wait on.
+    pub(crate) fn recv_ready(&mut self, id: RpcId) -> Option<Result<Option<Message>, Error>> {
+        let Some(s) = self.by_id.get_mut(&id) else {
+            return Some(Err(Error::UnknownRpc(id)));
+        };
+        if let Some(m) = s.messages.pop_front() {
+            return Some(Ok(Some(m)));
+        }
+        if let Some(e) = s.failed {
+            return Some(Err(e.into()));
+        }
+        (s.ended || s.closed).then_some(Ok(None))
+    }
+
+    /// An accepter's check: the oldest stream a peer opened, if any.
+    pub(crate) fn take_accept(&mut self) -> Option<Result<RpcId, Error>> {
+        self.accept.pop_front().map(Ok)
+    }
+
+    /// Whether a stream waits to be accepted.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn accept_pending(&self) -> bool {
+        !self.accept.is_empty()
+    }
 }
 
 /// One end of a stream: send and receive messages in order.
@@ -170,13 +212,12 @@ impl Endpoint {
         let deadline = timeout.map(|t| Instant::now() + t);
         let id = self
             .inner()
-            .wait_stream(WaitFor::Accept, deadline, |streams| {
-                streams.accept.pop_front().map(Ok)
-            })?;
+            .wait_stream(WaitFor::Accept, deadline, Streams::take_accept)?;
         Ok(self.stream_handle(id))
     }
 
-    fn stream_handle(&self, id: RpcId) -> Stream {
+    /// The handle of stream `id`, whose slot exists.
+    pub(crate) fn stream_handle(&self, id: RpcId) -> Stream {
         Stream {
             endpoint: self.clone(),
             id,
@@ -223,13 +264,7 @@ impl Stream {
                     self.endpoint.inner().wait_stream(
                         WaitFor::Stream(id),
                         deadline,
-                        |streams| {
-                            if let Some(e) = streams.send_error(id) {
-                                return Some(Err(e));
-                            }
-                            let s = streams.by_id.get(&id)?;
-                            s.writable.then_some(Ok(()))
-                        },
+                        |streams| streams.send_ready(id),
                     )?;
                 }
             }
@@ -247,7 +282,7 @@ impl Stream {
     }
 
     /// One attempt: `Ok(Err(()))` when the window is full.
-    fn try_send_inner(&self, message: &Bytes) -> Result<Result<(), ()>, Error> {
+    pub(crate) fn try_send_inner(&self, message: &Bytes) -> Result<Result<(), ()>, Error> {
         let id = self.id;
         self.endpoint.inner().stream_op(|core, now, streams| {
             if let Some(e) = streams.send_error(id) {
@@ -281,24 +316,54 @@ impl Stream {
             .endpoint
             .inner()
             .wait_stream(WaitFor::Stream(id), deadline, |streams| {
-                let Some(s) = streams.by_id.get_mut(&id) else {
-                    return Some(Err(Error::UnknownRpc(id)));
-                };
-                if let Some(m) = s.messages.pop_front() {
-                    return Some(Ok(Some(m)));
-                }
-                if let Some(e) = s.failed {
-                    return Some(Err(e.into()));
-                }
-                (s.ended || s.closed).then_some(Ok(None))
+                streams.recv_ready(id)
             })?;
         if got.is_some() {
-            // The window moves (the stream may have closed meanwhile).
-            let _ = self.endpoint.inner().stream_op(|core, now, _| {
-                let _ = core.stream_read(now, id);
-            });
+            self.read_done();
         }
         Ok(got)
+    }
+
+    /// A message was taken: the window moves (the stream may have closed
+    /// meanwhile).
+    pub(crate) fn read_done(&self) {
+        let id = self.id;
+        let _ = self.endpoint.inner().stream_op(|core, now, _| {
+            let _ = core.stream_read(now, id);
+        });
+    }
+
+    /// The endpoint the stream belongs to.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Whether [`Stream::finish`] succeeded on this handle.
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+
+    /// Aborts the stream now, the handle kept: the peer's operations fail
+    /// with [`Error::StreamReset`], and so do this handle's, including
+    /// those waiting in other threads or tasks. Does nothing if the stream
+    /// has already closed or failed.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn reset_now(&self) {
+        let id = self.id;
+        let _ = self.endpoint.inner().stream_op(|core, now, streams| {
+            let Some(s) = streams.by_id.get_mut(&id) else {
+                return;
+            };
+            if s.closed {
+                return;
+            }
+            let _ = core.stream_abort(now, id);
+            s.messages.clear();
+            s.closed = true;
+            s.failed = Some(StreamError::Reset);
+            streams.to_wake.push(id);
+        });
     }
 
     /// Ends our direction: the peer's [`Stream::recv`] returns `None` after

@@ -1,7 +1,8 @@
 //! `AsyncEndpoint` outside a tokio runtime: binding and every call work
 //! from a plain thread, its futures run on a minimal executor (a `block_on`
 //! of a few lines, below), and `call` times out without tokio's timer —
-//! nothing panics. And the same inside a tokio runtime, for comparison.
+//! nothing panics; async streams too. And the same inside a tokio runtime,
+//! for comparison.
 
 mod common;
 
@@ -185,4 +186,39 @@ fn inside_a_tokio_runtime_the_same_calls_work() {
         assert!(start.elapsed() >= wait);
         server.shutdown();
     });
+}
+
+#[test]
+fn async_streams_run_on_plain_threads() {
+    assert_no_runtime();
+    let server = AsyncEndpoint::bind(any(), Config::default()).unwrap();
+    let client = AsyncEndpoint::bind(any(), Config::default()).unwrap();
+    let addr = server.local_addr();
+    let srv = server.clone();
+    // An echo on its own thread, with the minimal executor.
+    let echo = std::thread::spawn(move || {
+        assert_no_runtime();
+        block_on(async {
+            let s = srv.accept_stream().await?;
+            let mut n = 0;
+            while let Some(m) = s.recv().await? {
+                s.send(m).await?;
+                n += 1;
+            }
+            s.finish().await?;
+            Ok::<_, Error>(n)
+        })
+    });
+    let s = block_on(client.open_stream(addr)).unwrap();
+    // More than the window: sends wait for the echo to read (and the echo's
+    // sends for this thread to read), so send and receive alternate.
+    const N: usize = 50;
+    for i in 0..N {
+        let m = Bytes::from(vec![i as u8; 100 + i]);
+        block_on(s.send(m.clone())).unwrap();
+        assert_eq!(block_on(s.recv()).unwrap(), Some(m));
+    }
+    block_on(s.finish()).unwrap();
+    assert_eq!(block_on(s.recv()).unwrap(), None);
+    assert_eq!(echo.join().unwrap().unwrap(), N);
 }

@@ -12,6 +12,10 @@ Blocking API::
     with homars.Endpoint("127.0.0.1:0") as client:
         response = client.call("127.0.0.1:4000", b"ping", timeout=1.0)
 
+Streams (ordered messages both ways over one RPC): ``Endpoint.open_stream``
+/ ``accept_stream`` give a :class:`Stream`; :mod:`homars.aio` has
+``AsyncStream``. Their failures raise :class:`StreamError` subclasses.
+
 asyncio API: :mod:`homars.aio`. Exceptions: :mod:`homars.errors` (all
 re-exported here).
 """
@@ -41,6 +45,11 @@ from .errors import (
     PermissionDenied,
     ResponseTooLarge,
     Shutdown,
+    StreamError,
+    StreamFinished,
+    StreamOpenTimeout,
+    StreamRefused,
+    StreamReset,
     UnknownRpc,
 )
 
@@ -68,4 +77,9 @@ __all__ = [
     "LimitReached",
     "PermissionDenied",
     "HomaOSError",
+    "StreamError",
+    "StreamReset",
+    "StreamRefused",
+    "StreamOpenTimeout",
+    "StreamFinished",
 ]

@@ -22,18 +22,118 @@ only the task awaiting it).
 Cancelling ``call`` aborts its RPC; cancelling ``recv_response`` leaves the
 RPC in place. The event loop's thread never blocks.
 
+Streams: ``await ep.open_stream(dest)`` / ``await ep.accept_stream()`` give
+an :class:`AsyncStream` (ordered messages both ways; ``send`` waits for room
+in the window, ``recv`` returns ``None`` at the peer's end; ``async with``
+closes it, ``async for`` reads it to the end)::
+
+    async with await client.open_stream(addr) as s:
+        await s.send(b"one")
+        await s.finish()
+        async for message in s:
+            print(message)
+
+A message received for a cancelled ``recv`` goes back to the stream, and a
+stream accepted for a cancelled ``accept_stream`` back to the endpoint.
+
 Every method must be called from a coroutine running in an event loop (any
 loop, any thread; one endpoint can serve several loops).
 """
 
 from types import TracebackType
-from typing import Any, Dict, Optional, Type
+from typing import Any, AsyncIterator, Dict, Optional, Type
 
 from . import _native
 from ._native import Request, RpcId
 from ._types import Address, Buffer, ConfigLike
 
-__all__ = ["Endpoint", "Request", "RpcId"]
+__all__ = ["AsyncStream", "Endpoint", "Request", "RpcId"]
+
+
+class AsyncStream:
+    """One end of a stream for asyncio: ordered, reliable messages each way.
+
+    Returned by :meth:`Endpoint.open_stream` and :meth:`Endpoint.accept_stream`.
+    One task may send while another receives. :meth:`close` (or leaving an
+    ``async with`` block) aborts the stream unless :meth:`finish` was called
+    (the peer then raises :class:`homars.StreamReset`); ``async for`` yields
+    the received messages until the peer finishes. Failures raise
+    :class:`homars.StreamError` subclasses or :class:`homars.PeerDead`.
+    """
+
+    __slots__ = ("_s",)
+
+    def __init__(self, native: _native.AsyncStream) -> None:
+        self._s = native
+
+    @property
+    def id(self) -> RpcId:
+        """The stream's id (its RPC)."""
+        return self._s.id
+
+    @property
+    def peer(self) -> str:
+        """The peer, as ``"IP:port"``."""
+        return self._s.peer
+
+    @property
+    def finished(self) -> bool:
+        """True once :meth:`finish` succeeded (or after :meth:`close`)."""
+        return self._s.finished
+
+    async def send(self, data: Buffer, timeout: Optional[float] = None) -> None:
+        """Sends ``data``, waiting while the window is full (the peer has not
+        read enough): at most ``timeout`` seconds (:class:`homars.HomaTimeout`;
+        ``0`` only tries, :class:`homars.LimitReached` when full). A send that
+        times out or is cancelled did not send its message."""
+        await self._s.send(data, timeout)
+
+    async def recv(self, timeout: Optional[float] = None) -> Optional[bytes]:
+        """The next message, or ``None`` once the peer finished; at most
+        ``timeout`` seconds (:class:`homars.HomaTimeout`). Messages that
+        arrived before a failure come first, then the failure."""
+        fut = self._s.recv(timeout)
+        try:
+            return await fut
+        except BaseException:
+            # Cancelled after the message was set on the future but before
+            # this task ran again: the message goes back to the stream.
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                self._s._unrecv(fut.result())
+            raise
+
+    async def finish(self) -> None:
+        """Ends our direction: the peer's ``recv`` returns ``None`` after
+        every message sent before. Receiving goes on. Idempotent."""
+        await self._s.finish()
+
+    async def close(self) -> None:
+        """Lets the stream go: aborts it unless finished (calls still waiting
+        on it raise :class:`homars.StreamReset`). Idempotent."""
+        self._s.close()
+
+    async def __aenter__(self) -> "AsyncStream":
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await self.close()
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        message = await self.recv()
+        if message is None:
+            raise StopAsyncIteration
+        return message
+
+    def __repr__(self) -> str:
+        return repr(self._s)
 
 
 class Endpoint:
@@ -101,6 +201,26 @@ class Endpoint:
             # the request would be lost. It goes back to the queue instead.
             if fut.done() and not fut.cancelled() and fut.exception() is None:
                 self._ep._requeue_request(fut.result())
+            raise
+
+    async def open_stream(self, dest: Address) -> AsyncStream:
+        """Opens a stream to ``dest`` (completes at once: messages sent
+        meanwhile wait for the peer to accept; a peer that refuses or never
+        answers makes the stream's calls raise :class:`homars.StreamRefused`
+        or :class:`homars.StreamOpenTimeout`)."""
+        return AsyncStream(self._ep.open_stream(dest))
+
+    async def accept_stream(self, timeout: Optional[float] = None) -> AsyncStream:
+        """The next stream a peer opens, within ``timeout`` seconds
+        (``None``: no limit)."""
+        fut = self._ep.accept_stream(timeout)
+        try:
+            return AsyncStream(await fut)
+        except BaseException:
+            # As in recv_request: a stream accepted for a task cancelled
+            # before it ran again goes back for the next accept_stream.
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                self._ep._unaccept(fut.result())
             raise
 
     async def reply(self, id: RpcId, data: Buffer) -> None:

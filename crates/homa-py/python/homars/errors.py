@@ -17,6 +17,14 @@ so ``except TimeoutError`` or ``except ValueError`` work as expected.
 - ``LimitReached``: a configured limit of the endpoint; try again later.
 - ``PermissionDenied`` (``PermissionError``): raw IP mode without privilege.
 - ``HomaOSError`` (``OSError``): an operating-system error.
+- ``StreamError``: base of the failures of a stream (blocking
+  :class:`homars.Stream` and asyncio :class:`homars.aio.AsyncStream`), with
+  ``StreamReset`` (``ConnectionResetError``: the peer aborted the stream, or
+  this end did), ``StreamRefused`` (``ConnectionRefusedError``: the peer
+  refused it, e.g. streams disabled there), ``StreamOpenTimeout``
+  (``TimeoutError``: the peer never answered the opening) and
+  ``StreamFinished`` (``send`` after ``finish``, or on a closed stream). A
+  stream whose peer died raises ``PeerDead``, as an RPC does.
 
 Each class's docstring names the Rust ``homa::Error`` variant it stands for.
 The runtime has no separate "aborted" error: waiting for an RPC that was
@@ -47,6 +55,11 @@ __all__ = [
     "LimitReached",
     "PermissionDenied",
     "HomaOSError",
+    "StreamError",
+    "StreamReset",
+    "StreamRefused",
+    "StreamOpenTimeout",
+    "StreamFinished",
 ]
 
 
@@ -141,3 +154,31 @@ class PermissionDenied(HomaError, PermissionError):
 
 class HomaOSError(HomaError, OSError):
     """(``Io``) An operating-system error; ``errno`` is set when the system gave one."""
+
+
+class StreamError(HomaError):
+    """Base of the failures of a stream (not raised itself). A stream whose
+    peer stopped answering raises :class:`PeerDead` instead, as an RPC
+    does."""
+
+
+class StreamReset(StreamError, ConnectionResetError):
+    """(``StreamReset``) The stream was aborted: by the peer (it closed its
+    end unfinished, or no longer knows the stream), or by this end's
+    ``close()`` while other calls were waiting on it."""
+
+
+class StreamRefused(StreamError, ConnectionRefusedError):
+    """(``StreamRefused``) The peer refused to open the stream (streams
+    disabled there, ``core.stream_window = 0``, or one of its limits)."""
+
+
+class StreamOpenTimeout(StreamError, TimeoutError):
+    """(``StreamOpenTimeout``) The peer never answered the stream's opening:
+    nothing listens there, it is dead, or it does not speak streams (Linux
+    Homa)."""
+
+
+class StreamFinished(StreamError):
+    """(``StreamFinished``) ``send`` after ``finish``, or on a stream that has
+    closed (or been closed with ``close()``)."""

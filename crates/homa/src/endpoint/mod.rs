@@ -15,10 +15,13 @@
 //! order, by one thread at a time.
 //!
 //! - [`reader`]: the receive path, the reader role, waiting;
-//! - [`output`]: the send path.
+//! - [`output`]: the send path;
+//! - [`streams`]: the hooks of streams, blocking and async (`stream.rs`,
+//!   `async_stream.rs`).
 
 mod output;
 mod reader;
+mod streams;
 
 use crate::config::Config;
 use crate::fault::{Faults, Verdict};
@@ -928,51 +931,5 @@ fn late(ce: bool) -> PacketMeta {
     PacketMeta {
         ce,
         backlogged: false,
-    }
-}
-
-// ---- Hooks for streams (`stream.rs`) ----
-impl Inner {
-    /// Runs `f` on the core and the streams' state under the lock (stream
-    /// events drained before and after), then sends what it produced and
-    /// wakes whoever its stream events concern.
-    pub(crate) fn stream_op<T>(
-        &self,
-        f: impl FnOnce(&mut homa_core::Endpoint, Nanos, &mut crate::stream::Streams) -> T,
-    ) -> Result<T, Error> {
-        self.check_open()?;
-        let mut guard = self.lock();
-        self.check_open()?;
-        let st = &mut *guard;
-        let now = self.now();
-        let mut events = crate::stream::drain(&mut st.core, now, &mut st.streams, &mut st.parked);
-        let r = f(&mut st.core, now, &mut st.streams);
-        events |= crate::stream::drain(&mut st.core, now, &mut st.streams, &mut st.parked);
-        if events {
-            st.generation += 1;
-            if st.reader != Reader::Nobody {
-                // The reader may wait on one of these streams, asleep.
-                self.kick_reader(st);
-            }
-        }
-        let out = self.take_output(st, now);
-        self.wake_reader_for_pacer(st);
-        let send = self.queue_out(out);
-        let woken = st.parked.take_woken();
-        drop(guard);
-        unpark(woken);
-        self.send_queued(send);
-        Ok(r)
-    }
-
-    /// Waits (as [`Inner::wait_until`]) until `check` on the streams'
-    /// state yields a result.
-    pub(crate) fn wait_stream<T>(
-        &self,
-        what: WaitFor,
-        deadline: Option<Instant>,
-        mut check: impl FnMut(&mut crate::stream::Streams) -> Option<Result<T, Error>>,
-    ) -> Result<T, Error> {
-        self.wait_until(what, deadline, |st| check(&mut st.streams))
     }
 }
