@@ -80,6 +80,20 @@ impl Outcome for Received {
     }
 }
 
+/// `fut`, given up with [`homa::Error::Timeout`] after `limit` if one is
+/// set: the one way every awaited call here honours its `timeout`.
+pub(crate) async fn within<T>(
+    limit: Option<Duration>,
+    fut: impl Future<Output = Result<T, homa::Error>>,
+) -> Result<T, homa::Error> {
+    match limit {
+        None => fut.await,
+        Some(t) => tokio::time::timeout(t, fut)
+            .await
+            .unwrap_or(Err(homa::Error::Timeout)),
+    }
+}
+
 /// Runs `fut` on the runtime; returns an `asyncio.Future` of the running
 /// event loop that gets its outcome.
 pub(crate) fn bridge<'py, T, F>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
@@ -304,14 +318,7 @@ impl AsyncEndpoint {
         let id = id.inner;
         let limit = crate::convert::timeout(py, timeout)?;
         let ep = self.shared.get(py)?;
-        bridge(py, async move {
-            match limit {
-                None => ep.recv_response(id).await,
-                Some(t) => tokio::time::timeout(t, ep.recv_response(id))
-                    .await
-                    .unwrap_or(Err(homa::Error::Timeout)),
-            }
-        })
+        bridge(py, async move { within(limit, ep.recv_response(id)).await })
     }
 
     /// Future of the next request (`timeout` seconds at most).
@@ -324,12 +331,7 @@ impl AsyncEndpoint {
         let limit = crate::convert::timeout(py, timeout)?;
         let ep = self.shared.get(py)?;
         bridge(py, async move {
-            let req = match limit {
-                None => ep.recv_request().await,
-                Some(t) => tokio::time::timeout(t, ep.recv_request())
-                    .await
-                    .unwrap_or(Err(homa::Error::Timeout)),
-            }?;
+            let req = within(limit, ep.recv_request()).await?;
             Ok(Received { req, ep })
         })
     }
@@ -362,12 +364,7 @@ impl AsyncEndpoint {
         let back = self.accepted.clone();
         bridge(py, async move {
             let next = back.first(|| ep.accept_stream());
-            let s = match limit {
-                None => next.await?,
-                Some(t) => tokio::time::timeout(t, next)
-                    .await
-                    .unwrap_or(Err(homa::Error::Timeout))?,
-            };
+            let s = within(limit, next).await?;
             Ok(crate::aio_stream::AcceptedStream::new(
                 crate::aio_stream::either(s),
                 back,

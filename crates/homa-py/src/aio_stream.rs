@@ -219,10 +219,7 @@ impl AsyncStream {
         bridge(py, async move {
             match limit {
                 Some(t) if t.is_zero() => s.try_send(data),
-                Some(t) => tokio::time::timeout(t, s.send(data))
-                    .await
-                    .unwrap_or(Err(homa::Error::Timeout)),
-                None => s.send(data).await,
+                _ => crate::aio::within(limit, s.send(data)).await,
             }
             .map(|()| Done)
         })
@@ -237,12 +234,7 @@ impl AsyncStream {
         let unread = self.unread.clone();
         bridge(py, async move {
             let next = unread.first(|| s.recv());
-            let message = match limit {
-                None => next.await?,
-                Some(t) => tokio::time::timeout(t, next)
-                    .await
-                    .unwrap_or(Err(homa::Error::Timeout))?,
-            };
+            let message = crate::aio::within(limit, next).await?;
             Ok(Received {
                 message: either(message),
                 unread,
