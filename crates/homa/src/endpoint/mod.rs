@@ -15,13 +15,20 @@
 //! order, by one thread at a time.
 //!
 //! - [`reader`]: the receive path, the reader role, waiting;
+//! - [`events`]: where the core's events go (waiting threads and tasks);
 //! - [`output`]: the send path;
+//! - [`stats`]: the runtime's own counters;
 //! - [`streams`]: the hooks of streams, blocking and async (`stream.rs`,
 //!   `async_stream.rs`).
 
+mod events;
 mod output;
 mod reader;
+mod stats;
 mod streams;
+
+pub use stats::RuntimeStats;
+use stats::Stats;
 
 use crate::config::Config;
 use crate::fault::{Faults, Verdict};
@@ -37,7 +44,7 @@ use parking_lot::{Condvar, MutexGuard};
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -73,66 +80,6 @@ pub struct Request {
     pub id: RpcId,
     /// The request message.
     pub message: Bytes,
-}
-
-/// Counters of the runtime itself (the protocol's are in [`Metrics`]).
-/// More may be added in a minor release (`#[non_exhaustive]`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct RuntimeStats {
-    /// Packets handed to the kernel.
-    pub packets_sent: u64,
-    /// Send system calls (each may carry many packets).
-    pub send_calls: u64,
-    /// Packets the kernel refused (buffer full); Homa recovers them.
-    pub send_drops: u64,
-    /// Outgoing packets dropped on purpose by fault injection.
-    pub injected_drops: u64,
-    /// Outgoing packets sent twice by fault injection.
-    pub injected_duplicates: u64,
-    /// Outgoing packets held back (sent late) by fault injection.
-    pub injected_reorders: u64,
-    /// Received packets dropped on purpose by fault injection.
-    pub injected_recv_drops: u64,
-    /// Received packets processed twice by fault injection.
-    pub injected_recv_duplicates: u64,
-    /// Received packets held back (processed late) by fault injection.
-    pub injected_recv_reorders: u64,
-    /// Datagrams received.
-    pub packets_received: u64,
-    /// UDP only: received packets dropped because the source port in their
-    /// Homa header differs from their UDP source port, or the destination
-    /// port from this endpoint's port. (The runtime names a peer by its IP
-    /// address and Homa source port; without this check any local process
-    /// could make a server send to any port.)
-    pub port_mismatch_drops: u64,
-    /// Receive system calls that returned data.
-    pub recv_calls: u64,
-    /// Times the pacer held a packet back.
-    pub pacer_holds: u64,
-    /// Times a thread that is not the reader left a packet with the pacer
-    /// and woke the reader so that it would send it on time.
-    pub pacer_kicks: u64,
-    /// Received packets whose IP header carried the ECN mark "congestion
-    /// experienced" (CE), in packets (a GRO batch counts as the packets it
-    /// holds). Read in SIRD mode only (the socket asks for the TOS byte
-    /// then); always 0 in Homa mode. Each is handed to the core as
-    /// `PacketMeta::ce`, which shrinks the sender's network bucket.
-    pub ce_received: u64,
-    /// Raw IPv4 only: ICMP destination-unreachables read for our packets
-    /// (each ends the RPC it names, if any is still there).
-    pub icmp_errors: u64,
-    /// UDP only: times a reader asleep in its receive call was woken with a
-    /// zero-length datagram to its own socket (its deadline came, another
-    /// thread left it work, or the endpoint closed).
-    pub self_kicks: u64,
-    /// Times the background thread woke up (a deadline of its own, a
-    /// reader's deadline to kick, or a nudge from another thread).
-    pub background_wakes: u64,
-    /// Times the background thread took the reader role (nobody else was
-    /// reading or waiting).
-    pub background_reads: u64,
 }
 
 /// A request as the endpoint keeps it until a caller takes it: its packets
@@ -224,30 +171,6 @@ struct State {
     /// Streams' messages and outcomes until their handles take them
     /// (`stream.rs`).
     streams: crate::stream::Streams,
-}
-
-/// The runtime's counters, updated without the lock.
-#[derive(Default)]
-struct Stats {
-    packets_sent: AtomicU64,
-    send_calls: AtomicU64,
-    send_drops: AtomicU64,
-    injected_drops: AtomicU64,
-    injected_duplicates: AtomicU64,
-    injected_reorders: AtomicU64,
-    injected_recv_drops: AtomicU64,
-    injected_recv_duplicates: AtomicU64,
-    injected_recv_reorders: AtomicU64,
-    packets_received: AtomicU64,
-    port_mismatch_drops: AtomicU64,
-    recv_calls: AtomicU64,
-    pacer_holds: AtomicU64,
-    pacer_kicks: AtomicU64,
-    ce_received: AtomicU64,
-    icmp_errors: AtomicU64,
-    self_kicks: AtomicU64,
-    background_wakes: AtomicU64,
-    background_reads: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -613,29 +536,7 @@ impl Endpoint {
 
     /// The runtime's own counters.
     pub fn runtime_stats(&self) -> RuntimeStats {
-        let s = &self.inner.stats;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        RuntimeStats {
-            packets_sent: get(&s.packets_sent),
-            send_calls: get(&s.send_calls),
-            send_drops: get(&s.send_drops),
-            injected_drops: get(&s.injected_drops),
-            injected_duplicates: get(&s.injected_duplicates),
-            injected_reorders: get(&s.injected_reorders),
-            injected_recv_drops: get(&s.injected_recv_drops),
-            injected_recv_duplicates: get(&s.injected_recv_duplicates),
-            injected_recv_reorders: get(&s.injected_recv_reorders),
-            packets_received: get(&s.packets_received),
-            port_mismatch_drops: get(&s.port_mismatch_drops),
-            recv_calls: get(&s.recv_calls),
-            pacer_holds: get(&s.pacer_holds),
-            pacer_kicks: get(&s.pacer_kicks),
-            ce_received: get(&s.ce_received),
-            icmp_errors: get(&s.icmp_errors),
-            self_kicks: get(&s.self_kicks),
-            background_wakes: get(&s.background_wakes),
-            background_reads: get(&s.background_reads),
-        }
+        self.inner.stats.snapshot()
     }
 
     /// A descriptor for `epoll`/`poll`/`select`, readable while a message
@@ -796,132 +697,6 @@ impl Inner {
     fn kick_self(&self) {
         self.stats.self_kicks.fetch_add(1, Ordering::Relaxed);
         self.sock.kick_self(self.local);
-    }
-
-    /// Moves core events to whoever waits for them (the parked threads to
-    /// wake are left in `st.parked`).
-    fn dispatch(&self, st: &mut State) {
-        st.parked.new_round();
-        let mut any = false;
-        while let Some(ev) = st.core.poll_event() {
-            if !any {
-                st.generation += 1;
-            }
-            any = true;
-            match ev {
-                Event::Request { rpc, message } => {
-                    let mut req = Some(Queued { id: rpc, message });
-                    while let Some(tx) = st.async_requests.pop_front() {
-                        match tx.send(req.take().expect("present until sent")) {
-                            Ok(()) => break,
-                            Err(r) => req = Some(r), // that waiter has gone
-                        }
-                    }
-                    if let Some(r) = req {
-                        st.requests.push_back(r);
-                        st.parked.request_ready();
-                    }
-                }
-                Event::Response { rpc, message } => Self::finish(st, rpc, Ok(message)),
-                Event::Failed { rpc, error } => Self::finish(st, rpc, Err(error.into())),
-            }
-        }
-        // Stream events go to their streams (`stream.rs`).
-        if crate::stream::drain(&mut st.core, self.now(), &mut st.streams, &mut st.parked) && !any {
-            st.generation += 1;
-        }
-        if any {
-            self.sync_ready(st);
-        }
-    }
-
-    fn finish(st: &mut State, rpc: RpcId, r: Outcome) {
-        if !st.outstanding.remove(&rpc) {
-            return; // aborted meanwhile
-        }
-        let mut r = Some(r);
-        for tx in st.async_responses.remove(&rpc).unwrap_or_default() {
-            match tx.send(r.take().expect("present until sent")) {
-                Ok(()) => break,
-                Err(back) => r = Some(back), // that waiter has gone
-            }
-        }
-        if let Some(r) = r {
-            st.done.insert(rpc, r);
-            st.done_order.push_back(rpc);
-            let claimed = st.claimed.contains(&rpc);
-            st.parked.response_ready(rpc, claimed);
-        }
-    }
-
-    /// Registers an async waiter for a response; `Err` carries an immediate
-    /// answer.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn register_response(
-        &self,
-        id: RpcId,
-    ) -> Result<oneshot::Receiver<Outcome>, Outcome> {
-        let mut st = self.lock();
-        if let Some(r) = st.done.remove(&id) {
-            self.sync_ready(&st);
-            return Err(r);
-        }
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Err(Error::Closed));
-        }
-        if !st.outstanding.contains(&id) {
-            return Err(Err(Error::UnknownRpc(id)));
-        }
-        let (tx, rx) = oneshot::channel();
-        let waiters = st.async_responses.entry(id).or_default();
-        // Waiters that gave up (timed out, cancelled) leave: a caller
-        // waiting again and again in short slices keeps one entry.
-        waiters.retain(|w| !w.is_closed());
-        waiters.push(tx);
-        Ok(rx)
-    }
-
-    /// Puts a request back at the head of the queue (or hands it to the
-    /// first async waiter still there) and wakes whoever waits.
-    pub(crate) fn requeue_request(&self, request: Queued) {
-        let mut st = self.lock();
-        st.generation += 1;
-        let mut req = Some(request);
-        while let Some(tx) = st.async_requests.pop_front() {
-            match tx.send(req.take().expect("present until sent")) {
-                Ok(()) => break,
-                Err(r) => req = Some(r), // that waiter has gone
-            }
-        }
-        if let Some(r) = req {
-            st.requests.push_front(r);
-            st.parked.request_ready();
-        }
-        if self.waiters.load(Ordering::Acquire) > 0 && st.reader != Reader::Nobody {
-            // The reader may sleep on the socket: it checks the queue again.
-            self.kick_reader(&st);
-        }
-        let woken = st.parked.take_woken();
-        drop(st);
-        unpark(woken);
-    }
-
-    /// Registers an async waiter for the next request.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn register_request(
-        &self,
-    ) -> Result<oneshot::Receiver<Queued>, Result<Queued, Error>> {
-        let mut st = self.lock();
-        if let Some(r) = st.requests.pop_front() {
-            self.sync_ready(&st);
-            return Err(Ok(r));
-        }
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Err(Error::Closed));
-        }
-        let (tx, rx) = oneshot::channel();
-        st.async_requests.push_back(tx);
-        Ok(rx)
     }
 }
 

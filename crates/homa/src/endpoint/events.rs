@@ -1,0 +1,134 @@
+//! Where the core's events go: a finished RPC's outcome to the thread or
+//! task that waits for it (or to the queue of finished ones), a request to
+//! a waiting receiver (or the queue of requests); and how async callers
+//! register to be told.
+
+use super::*;
+
+impl Inner {
+    /// Moves core events to whoever waits for them (the parked threads to
+    /// wake are left in `st.parked`).
+    pub(super) fn dispatch(&self, st: &mut State) {
+        st.parked.new_round();
+        let mut any = false;
+        while let Some(ev) = st.core.poll_event() {
+            if !any {
+                st.generation += 1;
+            }
+            any = true;
+            match ev {
+                Event::Request { rpc, message } => {
+                    let mut req = Some(Queued { id: rpc, message });
+                    while let Some(tx) = st.async_requests.pop_front() {
+                        match tx.send(req.take().expect("present until sent")) {
+                            Ok(()) => break,
+                            Err(r) => req = Some(r), // that waiter has gone
+                        }
+                    }
+                    if let Some(r) = req {
+                        st.requests.push_back(r);
+                        st.parked.request_ready();
+                    }
+                }
+                Event::Response { rpc, message } => Self::finish(st, rpc, Ok(message)),
+                Event::Failed { rpc, error } => Self::finish(st, rpc, Err(error.into())),
+            }
+        }
+        // Stream events go to their streams (`stream.rs`).
+        if crate::stream::drain(&mut st.core, self.now(), &mut st.streams, &mut st.parked) && !any {
+            st.generation += 1;
+        }
+        if any {
+            self.sync_ready(st);
+        }
+    }
+
+    pub(super) fn finish(st: &mut State, rpc: RpcId, r: Outcome) {
+        if !st.outstanding.remove(&rpc) {
+            return; // aborted meanwhile
+        }
+        let mut r = Some(r);
+        for tx in st.async_responses.remove(&rpc).unwrap_or_default() {
+            match tx.send(r.take().expect("present until sent")) {
+                Ok(()) => break,
+                Err(back) => r = Some(back), // that waiter has gone
+            }
+        }
+        if let Some(r) = r {
+            st.done.insert(rpc, r);
+            st.done_order.push_back(rpc);
+            let claimed = st.claimed.contains(&rpc);
+            st.parked.response_ready(rpc, claimed);
+        }
+    }
+
+    /// Registers an async waiter for a response; `Err` carries an immediate
+    /// answer.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn register_response(
+        &self,
+        id: RpcId,
+    ) -> Result<oneshot::Receiver<Outcome>, Outcome> {
+        let mut st = self.lock();
+        if let Some(r) = st.done.remove(&id) {
+            self.sync_ready(&st);
+            return Err(r);
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Err(Error::Closed));
+        }
+        if !st.outstanding.contains(&id) {
+            return Err(Err(Error::UnknownRpc(id)));
+        }
+        let (tx, rx) = oneshot::channel();
+        let waiters = st.async_responses.entry(id).or_default();
+        // Waiters that gave up (timed out, cancelled) leave: a caller
+        // waiting again and again in short slices keeps one entry.
+        waiters.retain(|w| !w.is_closed());
+        waiters.push(tx);
+        Ok(rx)
+    }
+
+    /// Puts a request back at the head of the queue (or hands it to the
+    /// first async waiter still there) and wakes whoever waits.
+    pub(crate) fn requeue_request(&self, request: Queued) {
+        let mut st = self.lock();
+        st.generation += 1;
+        let mut req = Some(request);
+        while let Some(tx) = st.async_requests.pop_front() {
+            match tx.send(req.take().expect("present until sent")) {
+                Ok(()) => break,
+                Err(r) => req = Some(r), // that waiter has gone
+            }
+        }
+        if let Some(r) = req {
+            st.requests.push_front(r);
+            st.parked.request_ready();
+        }
+        if self.waiters.load(Ordering::Acquire) > 0 && st.reader != Reader::Nobody {
+            // The reader may sleep on the socket: it checks the queue again.
+            self.kick_reader(&st);
+        }
+        let woken = st.parked.take_woken();
+        drop(st);
+        unpark(woken);
+    }
+
+    /// Registers an async waiter for the next request.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn register_request(
+        &self,
+    ) -> Result<oneshot::Receiver<Queued>, Result<Queued, Error>> {
+        let mut st = self.lock();
+        if let Some(r) = st.requests.pop_front() {
+            self.sync_ready(&st);
+            return Err(Ok(r));
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Err(Error::Closed));
+        }
+        let (tx, rx) = oneshot::channel();
+        st.async_requests.push_back(tx);
+        Ok(rx)
+    }
+}
