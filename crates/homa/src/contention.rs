@@ -7,7 +7,7 @@
 //! 100 B RPC measured 121 µs polling against 30 µs sleeping at once. So the
 //! runtime polls only while fewer threads are runnable than there are CPUs,
 //! read from `/proc/loadavg` (its fourth field, "running/total") at most
-//! once per [`CHECK_EVERY`]. Without `/proc` the host counts as quiet.
+//! once per [`CHECK_EVERY_NS`] (ns). Without `/proc` the host counts as quiet.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
