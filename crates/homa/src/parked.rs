@@ -77,8 +77,14 @@ pub(crate) struct Parked {
     by_rpc: HashMap<RpcId, Vec<Entry>>,
     any_response: VecDeque<Entry>,
     requests: VecDeque<Entry>,
+    /// Threads waiting on a stream, and tasks in `stream_tasks` (apart, so
+    /// that a free reader role finds a thread without looking at tasks).
     streams: HashMap<RpcId, Vec<Entry>>,
+    stream_tasks: HashMap<RpcId, Vec<Entry>>,
+    /// Threads waiting to accept a stream, and tasks in `accept_tasks`;
+    /// the oldest ticket of the two goes first.
     accepts: VecDeque<Entry>,
+    accept_tasks: VecDeque<Entry>,
     woken: Woken,
     /// What the application thread that reads the socket waits for: it
     /// checks for it after each round of input, so the first such item of
@@ -114,8 +120,12 @@ impl Parked {
             WaitFor::Response(id) => self.by_rpc.entry(id).or_default().push(entry),
             WaitFor::AnyResponse => self.any_response.push_back(entry),
             WaitFor::Request => self.requests.push_back(entry),
-            WaitFor::Stream(id) => self.streams.entry(id).or_default().push(entry),
-            WaitFor::Accept => self.accepts.push_back(entry),
+            WaitFor::Stream(id) if entry.1.is_thread() => {
+                self.streams.entry(id).or_default().push(entry)
+            }
+            WaitFor::Stream(id) => self.stream_tasks.entry(id).or_default().push(entry),
+            WaitFor::Accept if entry.1.is_thread() => self.accepts.push_back(entry),
+            WaitFor::Accept => self.accept_tasks.push_back(entry),
         }
         self.next
     }
@@ -135,14 +145,19 @@ impl Parked {
             WaitFor::AnyResponse => gone(&mut self.any_response),
             WaitFor::Request => gone(&mut self.requests),
             WaitFor::Stream(id) => {
-                if let Some(v) = self.streams.get_mut(&id) {
-                    v.retain(|(t, _)| *t != ticket);
-                    if v.is_empty() {
-                        self.streams.remove(&id);
+                for map in [&mut self.streams, &mut self.stream_tasks] {
+                    if let Some(v) = map.get_mut(&id) {
+                        v.retain(|(t, _)| *t != ticket);
+                        if v.is_empty() {
+                            map.remove(&id);
+                        }
                     }
                 }
             }
-            WaitFor::Accept => gone(&mut self.accepts),
+            WaitFor::Accept => {
+                gone(&mut self.accepts);
+                gone(&mut self.accept_tasks);
+            }
         }
     }
 
@@ -206,8 +221,10 @@ impl Parked {
     /// Something happened on stream `id`: wakes every thread waiting on it
     /// (a sender and a receiver may share a stream; each re-checks).
     pub(crate) fn stream_ready(&mut self, id: RpcId) {
-        if let Some(v) = self.streams.remove(&id) {
-            self.woken.extend(v.into_iter().map(|(_, t)| t));
+        for map in [&mut self.streams, &mut self.stream_tasks] {
+            if let Some(v) = map.remove(&id) {
+                self.woken.extend(v.into_iter().map(|(_, t)| t));
+            }
         }
     }
 
@@ -215,7 +232,16 @@ impl Parked {
     /// longest to accept one. (A task woken so that drops its future
     /// without polling passes the turn on: `async_stream.rs`.)
     pub(crate) fn accept_ready(&mut self) {
-        if let Some((_, t)) = self.accepts.pop_front() {
+        let thread_first = match (self.accepts.front(), self.accept_tasks.front()) {
+            (Some((a, _)), Some((b, _))) => a < b,
+            (a, _) => a.is_some(),
+        };
+        let next = if thread_first {
+            self.accepts.pop_front()
+        } else {
+            self.accept_tasks.pop_front()
+        };
+        if let Some((_, t)) = next {
             self.woken.push(t);
         }
     }
@@ -225,20 +251,15 @@ impl Parked {
         let t = match self
             .requests
             .pop_front()
-            .or_else(|| pop_thread(&mut self.accepts))
+            .or_else(|| self.accepts.pop_front())
             .or_else(|| {
-                let id = self
-                    .streams
-                    .iter()
-                    .find(|(_, v)| v.iter().any(|(_, s)| s.is_thread()))
-                    .map(|(id, _)| *id)?;
+                let id = self.streams.keys().next().copied()?;
                 let v = self.streams.get_mut(&id)?;
-                let i = v.iter().rposition(|(_, s)| s.is_thread())?;
-                let t = v.remove(i);
+                let t = v.pop();
                 if v.is_empty() {
                     self.streams.remove(&id);
                 }
-                Some(t)
+                t
             }) {
             Some((_, t)) => Some(t),
             None => match self.any_response.pop_front() {
@@ -267,22 +288,18 @@ impl Parked {
         self.woken
             .extend(self.any_response.drain(..).map(|(_, t)| t));
         self.woken.extend(self.requests.drain(..).map(|(_, t)| t));
-        for (_, v) in self.streams.drain() {
+        for (_, v) in self.streams.drain().chain(self.stream_tasks.drain()) {
             self.woken.extend(v.into_iter().map(|(_, t)| t));
         }
         self.woken.extend(self.accepts.drain(..).map(|(_, t)| t));
+        self.woken
+            .extend(self.accept_tasks.drain(..).map(|(_, t)| t));
     }
 
     /// The threads to unpark and tasks to wake (after releasing the lock).
     pub(crate) fn take_woken(&mut self) -> Woken {
         std::mem::take(&mut self.woken)
     }
-}
-
-/// Takes the oldest thread (not task) out of `q`.
-fn pop_thread(q: &mut VecDeque<Entry>) -> Option<Entry> {
-    let i = q.iter().position(|(_, s)| s.is_thread())?;
-    q.remove(i)
 }
 
 /// Unparks the threads (and wakes the tasks) [`Parked::take_woken`]
@@ -468,5 +485,22 @@ mod tests {
         unpark(p.take_woken());
         assert_eq!(count.0.load(Ordering::SeqCst), 2);
         assert!(p.streams.is_empty() && p.accepts.is_empty());
+        assert!(p.stream_tasks.is_empty() && p.accept_tasks.is_empty());
+    }
+
+    /// Accepts go oldest first whether a thread or a task waits.
+    #[test]
+    fn accepts_are_served_in_arrival_order_across_threads_and_tasks() {
+        let mut p = Parked::default();
+        let waker = Waker::noop().clone();
+        p.enter_task(WaitFor::Accept, waker.clone());
+        p.enter(WaitFor::Accept);
+        p.enter_task(WaitFor::Accept, waker);
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            p.accept_ready();
+            order.extend(p.take_woken().iter().map(Sleeper::is_thread));
+        }
+        assert_eq!(order, [false, true, false]);
     }
 }
