@@ -5,7 +5,7 @@
 use super::{Endpoint, PacketMeta};
 use crate::config::RPC_MEMORY_CHARGE;
 use crate::event::{Event, RpcError, RpcId};
-use crate::incoming::{InMessage, Refused};
+use crate::incoming::Refused;
 use crate::outgoing::ResendOutcome;
 use crate::policy::DataSignal;
 use crate::rpc::{Phase, Rpc};
@@ -321,14 +321,9 @@ impl Endpoint {
         p.server_rpcs += 1;
         self.refresh_peer(now, id.peer);
         let seq = self.next_seq();
-        let granted = self
-            .receiver
-            .initial_grant(h.message_length, h.incoming, h.flags);
-        let request = InMessage::new(h.message_length, granted, seq);
+        let (request, granted) = self.receiver.admit(h, seq);
         let mut rpc = Rpc::new(Phase::Receiving { request }, now);
         rpc.incast = h.flags & DATA_FLAG_INCAST != 0;
-        self.receiver.buffered += RPC_MEMORY_CHARGE;
-        self.receiver.outstanding += granted as u64;
         self.record_size(now, h.message_length);
         self.bytedance_new_message(now, id, h, granted);
         self.rpcs.insert(id, rpc);
@@ -369,18 +364,14 @@ impl Endpoint {
             return false;
         }
         let seq = self.next_seq();
-        let granted = self
-            .receiver
-            .initial_grant(h.message_length, h.incoming, h.flags);
         let rpc = self.rpcs.get_mut(&id).expect("present");
         let Phase::Client { request, response } = &mut rpc.phase else {
             return false;
         };
         // The server has the whole request: stop sending it.
         request.finish();
-        *response = Some(InMessage::new(h.message_length, granted, seq));
-        self.receiver.buffered += RPC_MEMORY_CHARGE;
-        self.receiver.outstanding += granted as u64;
+        let (message, granted) = self.receiver.admit(h, seq);
+        *response = Some(message);
         self.record_size(now, h.message_length);
         self.bytedance_new_message(now, id, h, granted);
         true

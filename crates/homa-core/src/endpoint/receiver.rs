@@ -267,6 +267,18 @@ impl Receiver {
         }
     }
 
+    /// Starts reassembling a new message whose first packet carries `h`:
+    /// the bytes its sender may send before any GRANT
+    /// ([`Receiver::initial_grant`]), and the memory and grant budget the
+    /// message holds until [`Receiver::release`]. Returns the message and
+    /// that initial grant. (The caller checks `rx_buffer_limit` first.)
+    pub fn admit(&mut self, h: &homa_wire::DataHeader, seq: u64) -> (InMessage, u32) {
+        let granted = self.initial_grant(h.message_length, h.incoming, h.flags);
+        self.buffered += RPC_MEMORY_CHARGE;
+        self.outstanding += granted as u64;
+        (InMessage::new(h.message_length, granted, seq), granted)
+    }
+
     /// Releases a message's memory and budget (it is complete or dropped).
     pub fn release(&mut self, m: &InMessage) {
         self.outstanding -= m.outstanding() as u64;

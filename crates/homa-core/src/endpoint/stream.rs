@@ -7,7 +7,6 @@
 use super::Endpoint;
 use crate::config::RPC_MEMORY_CHARGE;
 use crate::event::{Error, RpcError, RpcId};
-use crate::incoming::InMessage;
 use crate::outgoing::OutMessage;
 use crate::rpc::{Phase, Rpc};
 use crate::stream::{
@@ -453,13 +452,9 @@ impl Endpoint {
             return false;
         }
         let seq = self.next_seq();
-        let granted = self
-            .receiver
-            .initial_grant(h.message_length, h.incoming, h.flags);
+        let (message, _) = self.receiver.admit(h, seq);
         let s = state_of(self.rpcs.get_mut(&id)).expect("present");
-        s.inbound = Some(InMessage::new(h.message_length, granted, seq));
-        self.receiver.buffered += RPC_MEMORY_CHARGE;
-        self.receiver.outstanding += granted as u64;
+        s.inbound = Some(message);
         let _ = now;
         true
     }
