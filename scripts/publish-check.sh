@@ -21,6 +21,33 @@ if ((major < 1 || (major == 1 && minor < 90))); then
   exit 1
 fi
 
+# Cargo verifies each crate against the others' packages through a local
+# overlay registry. Like any registry crate, such a package is assumed never
+# to change for a given name and version: cargo extracts it once under
+# $CARGO_HOME/registry/src/-<hash of the overlay's path>/<name>-<version>, and
+# it does not rebuild what it compiled from it. Our versions stay the same
+# from commit to commit, so a second run from the same checkout path (CI
+# clones to one fixed path) would verify against the sources, or the build, of
+# an earlier commit. Forget both for our own crates first: their overlay
+# extractions (directories named '-<hash>'; crates.io's are left alone) and
+# the fingerprints of whatever was compiled from those extractions.
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+metadata=$(cargo metadata --no-deps --format-version 1)
+mapfile -t members < <(python3 -c 'import json,sys
+for p in json.load(sys.stdin)["packages"]: print(p["name"] + "-" + p["version"])' <<<"$metadata")
+target=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' <<<"$metadata")
+for m in "${members[@]}"; do
+  rm -rf "$cargo_home"/registry/src/-*/"$m"
+done
+shopt -s nullglob
+for dep in "$target"/debug/deps/*.d; do
+  if grep -qE '/registry/src/-[0-9a-f]+/homa-' "$dep"; then
+    hash=${dep##*-}
+    rm -rf "$target"/debug/.fingerprint/*-"${hash%.d}"
+  fi
+done
+shopt -u nullglob
+
 echo "== publish dry-run (every crate without publish = false)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
