@@ -173,12 +173,29 @@ impl PeerState {
         {
             return Some(0);
         }
-        Some(window::scheduled_window(
-            &t,
-            local_mbps,
-            gro_bytes(c, payload),
-            c.max_grant_window,
-        ))
+        Some(Self::band_window(c, &t, local_mbps, payload))
+    }
+
+    /// The grant window (bytes) this peer's RTT band gives, whether or
+    /// not grants to it are paused now (for reports taken after a run,
+    /// when a pause says nothing about it); `None` while nothing is
+    /// measured.
+    pub fn band_grant_window(
+        &self,
+        c: &ByteDanceConfig,
+        local_mbps: u64,
+        payload: u32,
+    ) -> Option<u32> {
+        if local_mbps == 0 {
+            return None;
+        }
+        let t = self.thresholds(c, local_mbps, payload)?;
+        Some(Self::band_window(c, &t, local_mbps, payload))
+    }
+
+    /// `rtt_mid` at our own link's rate in GRO units, capped.
+    fn band_window(c: &ByteDanceConfig, t: &Thresholds, local_mbps: u64, payload: u32) -> u32 {
+        window::scheduled_window(t, local_mbps, gro_bytes(c, payload), c.max_grant_window)
     }
 }
 
@@ -228,6 +245,9 @@ mod tests {
         let mut c2 = c.clone();
         c2.no_grants_above_high = true;
         assert_eq!(p.grant_window(&c2, 10_000, 1_416, NOW, STALE), Some(0));
+        // The band's own window is what a report shows, paused or not.
+        assert_eq!(p.band_grant_window(&c2, 10_000, 1_416), Some(56_640));
+        assert_eq!(p.band_grant_window(&c2, 0, 1_416), None);
         assert_eq!(
             p.paused_until(&c2, 10_000, 1_416, NOW, STALE),
             Some(1_000 + STALE)

@@ -53,10 +53,9 @@ pub fn records(ep: &::homa::Endpoint) -> Vec<PeerRecord> {
             path_mbps: p.path_mbps(local),
             detected_bdp: p.detected_bdp(local),
             unsched_window: p.unscheduled_window(&core.bytedance, local, payload, false),
-            // The band's window, ignoring a grant pause (a stale bound of
-            // 0 counts every sample as stale): the record is taken after
-            // the load, when a pause would say nothing about the run.
-            grant_window: p.grant_window(&core.bytedance, local, payload, 0, 0),
+            // The record is taken after the load, when a grant pause
+            // would say nothing about the run.
+            grant_window: p.band_grant_window(&core.bytedance, local, payload),
         })
         .collect()
 }
