@@ -65,8 +65,8 @@ struct Lane<E> {
 /// Most of a network simulation's events are scheduled a constant delay
 /// ahead: a packet reaches the next hop a link's propagation delay after it
 /// left, and a full-size frame takes the same time to serialise every time.
-/// The queue notices delays that recur (after [`PROMOTE_AFTER`] uses, up to
-/// [`LANES`] of them) and keeps each in its own FIFO lane; everything else
+/// The queue notices delays that recur (after `PROMOTE_AFTER` uses, up to
+/// `LANES` of them) and keeps each in its own FIFO lane; everything else
 /// goes through a binary heap. `pop` takes the smallest (time, sequence)
 /// among the heap's top and the lanes' heads, so the order is exactly that
 /// of a single heap: lanes only make it cheaper.
