@@ -82,7 +82,7 @@ impl RawSender {
     }
 
     /// Sends one Homa packet as the UDP payload of an IPv4 packet from `src`
-    /// to `dst`. The Homa header's ports should match (see [`homa_packet`]).
+    /// to `dst`. The Homa header's ports should match (the packet builders below take them).
     pub fn send_udp(&mut self, src: SocketAddrV4, dst: SocketAddrV4, homa: &[u8]) -> Result<()> {
         check_loopback(*dst.ip())?;
         check_loopback(*src.ip())?;

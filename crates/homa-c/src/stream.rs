@@ -5,7 +5,7 @@ use crate::{bytes_in, endpoint, guard, msg_out, text, timeout, CError, HomarsMsg
 use std::ffi::{c_char, c_int, c_void};
 
 /// `homars_stream`: one end of a stream (opaque to C). Freed with
-/// [`homars_stream_close`].
+/// `homars_stream_close`.
 #[derive(Debug)]
 pub struct HomarsStream {
     stream: homa::Stream,

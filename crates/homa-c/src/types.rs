@@ -25,7 +25,7 @@ pub struct HomarsEndpoint {
 pub struct HomarsRpc {
     /// The RPC's id.
     pub id: u64,
-    /// The other end, "ip:port" or "[ipv6]:port", NUL-terminated.
+    /// The other end, "ip:port" or "\[ipv6\]:port", NUL-terminated.
     pub peer: [c_char; HOMARS_ADDRSTRLEN],
 }
 
@@ -59,7 +59,7 @@ impl HomarsRpc {
     }
 }
 
-/// Parses "ip:port" / "[ipv6]:port" (numeric only: no name lookup).
+/// Parses "ip:port" / "\[ipv6\]:port" (numeric only: no name lookup).
 pub fn parse_addr(text: &str) -> Result<SocketAddr, CError> {
     text.parse().map_err(|_| {
         CError::Homa(homa::Error::BadAddress(format!(

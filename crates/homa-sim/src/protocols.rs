@@ -1,6 +1,6 @@
 //! The protocols the simulator can run, registered in ONE place.
 //!
-//! The [`protocols!`] invocation at the bottom of this file is the only
+//! The `protocols!` invocation at the bottom of this file is the only
 //! list of protocols: it generates [`ProtocolChoice`] (what a scenario
 //! names, with its name in TOML, on the command line and in reports),
 //! [`ProtocolChoice::ALL`], parsing and printing, and [`run`], which builds

@@ -10,7 +10,7 @@
 //! - [`tc`] holds the queueing-discipline commands and parses their
 //!   statistics;
 //! - [`cleanup`] tears everything down on Ctrl-C or SIGTERM;
-//! - [`bench`] runs Homa and TCP on a testbed, [`analysis`] turns the
+//! - [`bench`](mod@bench) runs Homa and TCP on a testbed, [`analysis`] turns the
 //!   round-trip times into slowdowns, [`report`] writes the results;
 //! - [`sird`] runs the SIRD paper's testbed experiments (incast, congested
 //!   sender) on a switch without priorities, each host a
