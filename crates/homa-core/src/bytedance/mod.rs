@@ -163,23 +163,20 @@ impl PeerState {
         now: Nanos,
         stale_ns: Nanos,
     ) -> Option<u32> {
-        if local_mbps == 0 {
-            return None;
-        }
-        let t = self.thresholds(c, local_mbps, payload)?;
+        let window = self.band_grant_window(c, local_mbps, payload)?;
         if self
             .paused_until(c, local_mbps, payload, now, stale_ns)
             .is_some()
         {
             return Some(0);
         }
-        Some(Self::band_window(c, &t, local_mbps, payload))
+        Some(window)
     }
 
     /// The grant window (bytes) this peer's RTT band gives, whether or
     /// not grants to it are paused now (for reports taken after a run,
-    /// when a pause says nothing about it); `None` while nothing is
-    /// measured.
+    /// when a pause says nothing about it): `rtt_mid` at our own link's
+    /// rate in GRO units, capped; `None` while nothing is measured.
     pub fn band_grant_window(
         &self,
         c: &ByteDanceConfig,
@@ -190,12 +187,12 @@ impl PeerState {
             return None;
         }
         let t = self.thresholds(c, local_mbps, payload)?;
-        Some(Self::band_window(c, &t, local_mbps, payload))
-    }
-
-    /// `rtt_mid` at our own link's rate in GRO units, capped.
-    fn band_window(c: &ByteDanceConfig, t: &Thresholds, local_mbps: u64, payload: u32) -> u32 {
-        window::scheduled_window(t, local_mbps, gro_bytes(c, payload), c.max_grant_window)
+        Some(window::scheduled_window(
+            &t,
+            local_mbps,
+            gro_bytes(c, payload),
+            c.max_grant_window,
+        ))
     }
 }
 
