@@ -120,11 +120,9 @@ impl PFabricHost {
         Some(packet)
     }
 
-    /// A data packet arrived: acknowledge it, record it, deliver the
-    /// message if it is now complete.
-    pub(super) fn on_data(&mut self, src: HostId, key: u64, index: u64, seq: u32, msg_size: u64) {
-        self.counters.data_packets_received += 1;
-        self.counters.acks_sent += 1;
+    /// Queues a minimum-size, rank-0 answer (an ACK or a probe's reply) to
+    /// `src` about its message `key`, ahead of any data.
+    fn queue_ack(&mut self, src: HostId, key: u64, body: PfBody) {
         self.control.push_back(control_packet(
             &self.pk,
             self.id,
@@ -132,8 +130,16 @@ impl PFabricHost {
             flow_hash(src, key),
             ACK_HEADER_BYTES,
             0,
-            PfBody::Ack { key, seq },
+            body,
         ));
+    }
+
+    /// A data packet arrived: acknowledge it, record it, deliver the
+    /// message if it is now complete.
+    pub(super) fn on_data(&mut self, src: HostId, key: u64, index: u64, seq: u32, msg_size: u64) {
+        self.counters.data_packets_received += 1;
+        self.counters.acks_sent += 1;
+        self.queue_ack(src, key, PfBody::Ack { key, seq });
         let max_payload = self.pk.max_payload() as u64;
         let len = msg_size
             .saturating_sub(seq as u64 * max_payload)
@@ -357,15 +363,7 @@ impl Transport for PFabricHost {
             PfBody::Ack { key, seq } => self.on_ack(now, key, seq),
             PfBody::Probe { key } => {
                 self.counters.probe_acks_sent += 1;
-                self.control.push_back(control_packet(
-                    &self.pk,
-                    self.id,
-                    src,
-                    flow_hash(src, key),
-                    ACK_HEADER_BYTES,
-                    0,
-                    PfBody::ProbeAck { key },
-                ));
+                self.queue_ack(src, key, PfBody::ProbeAck { key });
             }
             PfBody::ProbeAck { key } => self.on_probe_ack(key),
         }
