@@ -209,12 +209,20 @@ impl PeerTable {
         if key != 0 && key == last {
             return Some(i as usize);
         }
+        self.look_up(addr, key)
+    }
+
+    /// [`PeerTable::slot_of`] through the map (kept out of line, so that
+    /// the remembered case inlines to a comparison).
+    #[inline(never)]
+    fn look_up(&self, addr: &SocketAddr, key: u64) -> Option<usize> {
         let i = *self.map.get(&AddrKey(*addr))?;
         self.last.set((key, i));
         Some(i as usize)
     }
 
     /// The peer at `addr`, if known.
+    #[inline]
     pub fn get(&self, addr: &SocketAddr) -> Option<&Peer> {
         let i = self.slot_of(addr)?;
         match &self.slots[i] {
@@ -224,6 +232,7 @@ impl PeerTable {
     }
 
     /// Mutable [`PeerTable::get`].
+    #[inline]
     pub fn get_mut(&mut self, addr: &SocketAddr) -> Option<&mut Peer> {
         let i = self.slot_of(addr)?;
         match &mut self.slots[i] {

@@ -38,6 +38,13 @@ impl RpcTable {
         if key != 0 && key == last_key && id.id == last_id {
             return Some(slot as usize);
         }
+        self.look_up(id, key)
+    }
+
+    /// [`RpcTable::slot_of`] through the map (kept out of line, so that
+    /// the remembered case inlines to two comparisons).
+    #[inline(never)]
+    fn look_up(&self, id: &RpcId, key: u64) -> Option<usize> {
         let slot = *self.index.get(id)?;
         self.last.set((id.id, key, slot));
         Some(slot as usize)
