@@ -81,20 +81,26 @@ impl RpcTable {
     /// Adds `rpc` as `id`; returns the RPC it replaced, if `id` was present.
     #[inline]
     pub fn insert(&mut self, id: RpcId, rpc: Rpc) -> Option<Rpc> {
-        if let Some(old) = self.get_mut(&id) {
-            return Some(std::mem::replace(old, rpc));
-        }
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some((id, rpc));
-                s
+        use std::collections::hash_map::Entry;
+        let slot = match self.index.entry(id) {
+            Entry::Occupied(e) => {
+                let (_, old) = self.slots[*e.get() as usize]
+                    .as_mut()
+                    .expect("occupied slot");
+                return Some(std::mem::replace(old, rpc));
             }
-            None => {
-                self.slots.push(Some((id, rpc)));
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 RPCs")
+            Entry::Vacant(e) => {
+                let slot = match self.free.pop() {
+                    Some(s) => s,
+                    None => {
+                        self.slots.push(None);
+                        u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 RPCs")
+                    }
+                };
+                *e.insert(slot)
             }
         };
-        self.index.insert(id, slot);
+        self.slots[slot as usize] = Some((id, rpc));
         self.last.set((id.id, quick_key(&id.peer), slot));
         None
     }
