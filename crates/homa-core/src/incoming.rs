@@ -14,12 +14,51 @@ pub struct Added {
 }
 
 /// Sorted, disjoint, non-adjacent half-open byte ranges.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// A message that arrives in order has one range: it is kept inline, and a
+/// vector is allocated only when a second range appears.
+#[derive(Debug, Clone, Default)]
 pub struct RangeSet {
+    /// The only range (if nonempty) until `spilled`.
+    one: (u32, u32),
+    /// All ranges once `spilled`.
     ranges: Vec<(u32, u32)>,
+    /// True once the ranges moved to `ranges` (false: `one` holds them).
+    spilled: bool,
 }
 
+impl PartialEq for RangeSet {
+    fn eq(&self, other: &RangeSet) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for RangeSet {}
+
 impl RangeSet {
+    /// The ranges, in order.
+    #[inline]
+    fn as_slice(&self) -> &[(u32, u32)] {
+        if self.spilled {
+            &self.ranges
+        } else if self.one.0 < self.one.1 {
+            std::slice::from_ref(&self.one)
+        } else {
+            &[]
+        }
+    }
+
+    /// The ranges in a vector, moved there from inline if needed.
+    fn spill(&mut self) -> &mut Vec<(u32, u32)> {
+        if !self.spilled {
+            self.spilled = true;
+            if self.one.0 < self.one.1 {
+                self.ranges.push(self.one);
+            }
+        }
+        &mut self.ranges
+    }
+
     /// Inserts `[start, end)`; returns how many of its bytes were not yet in
     /// the set. Packets mostly arrive in order, so the search starts from the
     /// tail.
@@ -28,9 +67,20 @@ impl RangeSet {
             return 0;
         }
         // Packets mostly arrive in order: extend or follow the last range.
-        match self.ranges.last_mut() {
+        if !self.spilled {
+            if self.one.0 >= self.one.1 {
+                self.one = (start, end);
+                return end - start;
+            }
+            if self.one.1 == start {
+                self.one.1 = end;
+                return end - start;
+            }
+        }
+        let ranges = self.spill();
+        match ranges.last_mut() {
             None => {
-                self.ranges.push((start, end));
+                ranges.push((start, end));
                 return end - start;
             }
             Some(last) if last.1 == start => {
@@ -38,33 +88,32 @@ impl RangeSet {
                 return end - start;
             }
             Some(last) if last.1 < start => {
-                self.ranges.push((start, end));
+                ranges.push((start, end));
                 return end - start;
             }
             _ => {}
         }
         // First range whose end reaches `start` (ranges that could touch).
-        let first = self.ranges.partition_point(|&(_, e)| e < start);
+        let first = ranges.partition_point(|&(_, e)| e < start);
         let mut covered = 0u32;
         let mut new_start = start;
         let mut new_end = end;
         let mut last = first;
-        while last < self.ranges.len() && self.ranges[last].0 <= end {
-            let (s, e) = self.ranges[last];
+        while last < ranges.len() && ranges[last].0 <= end {
+            let (s, e) = ranges[last];
             covered += e.min(end).saturating_sub(s.max(start));
             new_start = new_start.min(s);
             new_end = new_end.max(e);
             last += 1;
         }
-        self.ranges
-            .splice(first..last, std::iter::once((new_start, new_end)));
+        ranges.splice(first..last, std::iter::once((new_start, new_end)));
         (end - start) - covered
     }
 
     /// The first missing range within `[0, limit)`, if any.
     pub fn first_gap(&self, limit: u32) -> Option<(u32, u32)> {
         let mut pos = 0;
-        for &(s, e) in &self.ranges {
+        for &(s, e) in self.as_slice() {
             if s > pos {
                 return Some((pos, s.min(limit))).filter(|(a, b)| a < b);
             }
@@ -77,8 +126,8 @@ impl RangeSet {
     pub fn missing(&self, start: u32, end: u32) -> Vec<(u32, u32)> {
         let mut out = Vec::new();
         let mut pos = start;
-        let first = self.ranges.partition_point(|&(_, e)| e <= start);
-        for &(s, e) in &self.ranges[first..] {
+        let first = self.as_slice().partition_point(|&(_, e)| e <= start);
+        for &(s, e) in &self.as_slice()[first..] {
             if s >= end {
                 break;
             }
@@ -96,15 +145,15 @@ impl RangeSet {
     /// True if inserting `[start, end)` would add a range rather than grow
     /// or merge existing ones.
     pub fn would_add_range(&self, start: u32, end: u32) -> bool {
-        let first = self.ranges.partition_point(|&(_, e)| e < start);
-        self.ranges.get(first).is_none_or(|&(s, _)| s > end)
+        let first = self.as_slice().partition_point(|&(_, e)| e < start);
+        self.as_slice().get(first).is_none_or(|&(s, _)| s > end)
     }
 
     /// Up to `max` missing ranges within `[0, limit)`, in order.
     pub fn gaps(&self, limit: u32, max: usize) -> Vec<(u32, u32)> {
         let mut out = Vec::new();
         let mut pos = 0;
-        for &(s, e) in &self.ranges {
+        for &(s, e) in self.as_slice() {
             if out.len() >= max || pos >= limit {
                 return out;
             }
@@ -122,17 +171,17 @@ impl RangeSet {
     /// End of the last range (0 when empty): nothing at or beyond it is in
     /// the set.
     pub fn last_end(&self) -> u32 {
-        self.ranges.last().map_or(0, |r| r.1)
+        self.as_slice().last().map_or(0, |r| r.1)
     }
 
     /// Number of disjoint ranges (a measure of fragmentation).
     pub fn len(&self) -> usize {
-        self.ranges.len()
+        self.as_slice().len()
     }
 
     /// True when nothing has been inserted.
     pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+        self.as_slice().is_empty()
     }
 }
 
@@ -147,7 +196,10 @@ pub const MAX_RANGES: usize = 1024;
 pub struct InMessage {
     /// Total length the sender announced.
     pub length: u32,
-    /// The received bytes as disjoint slices with their offsets, in
+    /// The first slice received, with its offset (a message of one packet
+    /// needs no vector).
+    first: Option<(u32, Bytes)>,
+    /// The other received bytes as disjoint slices with their offsets, in
     /// arrival order: O(1) per packet whatever the order; sorted once when
     /// the message is complete.
     parts: Vec<(u32, Bytes)>,
@@ -189,6 +241,7 @@ impl InMessage {
     pub fn new(length: u32, granted: u32, seq: u64) -> InMessage {
         InMessage {
             length,
+            first: None,
             parts: Vec::new(),
             ranges: RangeSet::default(),
             received: 0,
@@ -234,7 +287,7 @@ impl InMessage {
         if self.ranges.last_end() <= offset {
             // In order (the usual case): all new, kept whole.
             self.ranges.insert(offset, end);
-            self.parts.push((offset, data));
+            self.keep(offset, data);
             self.received += len;
             self.high = self.high.max(end);
             return Ok(Added {
@@ -245,7 +298,7 @@ impl InMessage {
         let mut new = 0;
         for (s, e) in self.ranges.missing(offset, end) {
             let part = data.slice((s - offset) as usize..(e - offset) as usize);
-            self.parts.push((s, part));
+            self.keep(s, part);
             new += e - s;
         }
         if new > 0 {
@@ -257,6 +310,15 @@ impl InMessage {
             new,
             duplicate: len - new,
         })
+    }
+
+    /// Keeps new bytes at `offset`.
+    fn keep(&mut self, offset: u32, data: Bytes) {
+        if self.first.is_none() {
+            self.first = Some((offset, data));
+        } else {
+            self.parts.push((offset, data));
+        }
     }
 
     /// All bytes present.
@@ -287,6 +349,13 @@ impl InMessage {
     /// The assembled message.
     pub fn into_message(self) -> Message {
         let mut parts = self.parts;
+        let Some(first) = self.first else {
+            return Message::default();
+        };
+        if parts.is_empty() {
+            return Message::from(first.1);
+        }
+        parts.push(first);
         // Usually already in order (pdqsort then makes one pass).
         parts.sort_unstable_by_key(|&(offset, _)| offset);
         Message::from_parts(parts.into_iter().map(|(_, b)| b).collect())
@@ -311,6 +380,36 @@ mod tests {
         assert_eq!(r.insert(5, 5), 0);
         assert_eq!(r.first_gap(100), Some((40, 100)));
         assert_eq!(r.first_gap(40), None);
+    }
+
+    /// One range stays inline; a second moves them all to the vector, and
+    /// both forms answer alike.
+    #[test]
+    fn one_range_inline_then_spilled() {
+        let mut r = RangeSet::default();
+        assert!(r.is_empty() && r.last_end() == 0);
+        assert_eq!(r.insert(0, 10), 10);
+        assert_eq!(r.insert(10, 20), 10);
+        assert!(!r.spilled && r.ranges.capacity() == 0);
+        assert_eq!((r.len(), r.last_end()), (1, 20));
+        assert_eq!(r.first_gap(30), Some((20, 30)));
+        let mut in_order = RangeSet::default();
+        in_order.insert(0, 20);
+        assert_eq!(r, in_order);
+        assert_eq!(r.insert(30, 40), 10);
+        assert!(r.spilled);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r.missing(0, 40), vec![(20, 30)]);
+        assert_eq!(r.insert(5, 35), 10);
+        assert_eq!(r.len(), 1);
+        in_order.insert(20, 40);
+        assert_eq!(r, in_order);
+        // A first range that does not start at 0, then one before it.
+        let mut s = RangeSet::default();
+        assert_eq!(s.insert(10, 20), 10);
+        assert_eq!(s.first_gap(30), Some((0, 10)));
+        assert_eq!(s.insert(0, 5), 5);
+        assert_eq!(s.gaps(30, 8), vec![(5, 10), (20, 30)]);
     }
 
     #[test]

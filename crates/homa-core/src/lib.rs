@@ -63,6 +63,7 @@ pub mod peer;
 pub mod policy;
 pub mod priority;
 pub mod rpc;
+pub mod rpc_table;
 pub mod srpt;
 pub mod stream;
 pub mod timers;

@@ -12,15 +12,29 @@ use bytes::{Buf, Bytes, BytesMut};
 /// An incoming message as a sequence of byte slices.
 #[derive(Clone, Default)]
 pub struct Message {
-    parts: Vec<Bytes>,
+    parts: Parts,
     len: usize,
+}
+
+/// The slices of a message: one (most messages: no vector to allocate)
+/// or any number.
+#[derive(Clone)]
+enum Parts {
+    One(Bytes),
+    Many(Vec<Bytes>),
+}
+
+impl Default for Parts {
+    fn default() -> Parts {
+        Parts::Many(Vec::new())
+    }
 }
 
 impl std::fmt::Debug for Message {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Message")
             .field("len", &self.len)
-            .field("parts", &self.parts.len())
+            .field("parts", &self.parts().len())
             .finish()
     }
 }
@@ -29,7 +43,10 @@ impl Message {
     /// A message made of `parts`, in order.
     pub fn from_parts(parts: Vec<Bytes>) -> Message {
         let len = parts.iter().map(Bytes::len).sum();
-        Message { parts, len }
+        Message {
+            parts: Parts::Many(parts),
+            len,
+        }
     }
 
     /// Total bytes.
@@ -44,29 +61,35 @@ impl Message {
 
     /// The slices, in order.
     pub fn parts(&self) -> &[Bytes] {
-        &self.parts
+        match &self.parts {
+            Parts::One(b) => std::slice::from_ref(b),
+            Parts::Many(v) => v,
+        }
     }
 
     /// The message in one buffer: free for a message of one piece, one copy
     /// otherwise.
-    pub fn into_bytes(mut self) -> Bytes {
-        match self.parts.len() {
-            0 => Bytes::new(),
-            1 => self.parts.pop().expect("one part"),
-            _ => {
-                let mut b = BytesMut::with_capacity(self.len);
-                for p in &self.parts {
-                    b.extend_from_slice(p);
+    pub fn into_bytes(self) -> Bytes {
+        match self.parts {
+            Parts::One(b) => b,
+            Parts::Many(mut v) => match v.len() {
+                0 => Bytes::new(),
+                1 => v.pop().expect("one part"),
+                _ => {
+                    let mut b = BytesMut::with_capacity(self.len);
+                    for p in &v {
+                        b.extend_from_slice(p);
+                    }
+                    b.freeze()
                 }
-                b.freeze()
-            }
+            },
         }
     }
 
     /// A copy of the bytes in one vector.
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len);
-        for p in &self.parts {
+        for p in self.parts() {
             v.extend_from_slice(p);
         }
         v
@@ -75,7 +98,7 @@ impl Message {
     /// A reader over the bytes ([`bytes::Buf`]).
     pub fn reader(&self) -> impl Buf + '_ {
         MessageBuf {
-            parts: &self.parts,
+            parts: self.parts(),
             index: 0,
             offset: 0,
             remaining: self.len,
@@ -86,7 +109,11 @@ impl Message {
 impl From<Bytes> for Message {
     fn from(b: Bytes) -> Message {
         let len = b.len();
-        let parts = if len == 0 { Vec::new() } else { vec![b] };
+        let parts = if len == 0 {
+            Parts::default()
+        } else {
+            Parts::One(b)
+        };
         Message { parts, len }
     }
 }
@@ -123,7 +150,7 @@ impl PartialEq<[u8]> for Message {
             return false;
         }
         let mut at = 0;
-        for p in &self.parts {
+        for p in self.parts() {
             if other[at..at + p.len()] != p[..] {
                 return false;
             }
@@ -210,7 +237,11 @@ mod tests {
     fn one_piece_is_not_copied() {
         let b = Bytes::from(vec![1u8; 1000]);
         let m = Message::from(b.clone());
+        assert_eq!(m.parts().len(), 1);
+        assert_eq!(m, b[..]);
+        assert_eq!(m.reader().chunk().len(), 1000);
         assert_eq!(m.into_bytes().as_ptr(), b.as_ptr());
+        assert!(Message::from(Bytes::new()).parts().is_empty());
         assert!(Message::from(Bytes::new()).is_empty());
         assert_eq!(Message::default().into_bytes().len(), 0);
     }

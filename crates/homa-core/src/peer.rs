@@ -7,9 +7,10 @@
 //! full, then forgotten oldest first. Per-peer state is where per-peer
 //! parameters (RTT, windows, link rate) live when a policy needs them.
 
-use crate::keyed::{AddrKey, KeyedMap};
+use crate::keyed::{quick_key, AddrKey, KeyedMap};
 use crate::Nanos;
 use homa_wire::{CUTOFF_UNLIMITED, MAX_PRIORITIES};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
@@ -154,9 +155,23 @@ impl Peer {
 pub struct PeersFull;
 
 /// All peers, at most `max` of them.
+///
+/// Peers live in slots of a vector (reused through a free list, so it never
+/// holds more than `max`), found by a keyed map from address to slot. The
+/// slot of the last peer looked up is remembered: the many lookups made for
+/// one packet (all of the same peer) cost an address comparison instead of
+/// a hash lookup each. That memory is checked against the slot's own
+/// address, so it can never name another peer.
 #[derive(Debug)]
 pub struct PeerTable {
-    map: KeyedMap<AddrKey, Peer>,
+    map: KeyedMap<AddrKey, u32>,
+    /// Each slot's peer with its address; `None` when free.
+    slots: Vec<Option<(SocketAddr, Peer)>>,
+    /// Free slots.
+    free: Vec<u32>,
+    /// The [`quick_key`] and slot of the last IPv4 peer looked up (key 0:
+    /// none).
+    last: Cell<(u64, u32)>,
     /// Peers in the order they went idle, as (since when, address). An
     /// entry is current while its peer is still idle since that time;
     /// a peer that gets busy again leaves its entry behind, to be skipped
@@ -176,6 +191,9 @@ impl PeerTable {
     pub fn new(max: usize, num_priorities: u8) -> PeerTable {
         PeerTable {
             map: KeyedMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            last: Cell::new((0, 0)),
             idle: VecDeque::new(),
             idle_count: 0,
             max: max.max(1),
@@ -183,46 +201,97 @@ impl PeerTable {
         }
     }
 
+    /// The slot of the peer at `addr`, if known.
+    #[inline]
+    fn slot_of(&self, addr: &SocketAddr) -> Option<usize> {
+        let key = quick_key(addr);
+        let (last, i) = self.last.get();
+        if key != 0 && key == last {
+            return Some(i as usize);
+        }
+        self.look_up(addr, key)
+    }
+
+    /// [`PeerTable::slot_of`] through the map (kept out of line, so that
+    /// the remembered case inlines to a comparison).
+    #[inline(never)]
+    fn look_up(&self, addr: &SocketAddr, key: u64) -> Option<usize> {
+        let i = *self.map.get(&AddrKey(*addr))?;
+        self.last.set((key, i));
+        Some(i as usize)
+    }
+
     /// The peer at `addr`, if known.
+    #[inline]
     pub fn get(&self, addr: &SocketAddr) -> Option<&Peer> {
-        self.map.get(&AddrKey(*addr))
+        let i = self.slot_of(addr)?;
+        match &self.slots[i] {
+            Some((a, p)) if a == addr => Some(p),
+            _ => None,
+        }
     }
 
     /// Mutable [`PeerTable::get`].
+    #[inline]
     pub fn get_mut(&mut self, addr: &SocketAddr) -> Option<&mut Peer> {
-        self.map.get_mut(&AddrKey(*addr))
+        let i = self.slot_of(addr)?;
+        match &mut self.slots[i] {
+            Some((a, p)) if a == addr => Some(p),
+            _ => None,
+        }
     }
 
     /// The peer at `addr`, created if needed; when the table is full the
     /// longest-idle peer is forgotten to make room.
     pub fn get_or_create(&mut self, addr: SocketAddr) -> Result<&mut Peer, PeersFull> {
-        let key = AddrKey(addr);
-        if self.map.len() >= self.max && !self.map.contains_key(&key) {
+        if let Some(i) = self.slot_of(&addr) {
+            return Ok(self.peer_at(i));
+        }
+        if self.map.len() >= self.max {
             let Some(old) = self.pop_oldest_idle() else {
                 return Err(PeersFull);
             };
             self.forget(old);
         }
-        let n = self.num_priorities;
-        Ok(self.map.entry(key).or_insert_with(|| Peer::new(n)))
+        let peer = Peer::new(self.num_priorities);
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some((addr, peer));
+                i
+            }
+            None => {
+                self.slots.push(Some((addr, peer)));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.map.insert(AddrKey(addr), i);
+        self.last.set((quick_key(&addr), i));
+        Ok(self.peer_at(i as usize))
+    }
+
+    /// The peer in occupied slot `i`.
+    fn peer_at(&mut self, i: usize) -> &mut Peer {
+        &mut self.slots[i].as_mut().expect("occupied slot").1
     }
 
     /// Files the peer as idle or busy after its RPCs or acks changed.
     pub fn refresh(&mut self, addr: SocketAddr, now: Nanos) {
-        let Some(p) = self.map.get_mut(&AddrKey(addr)) else {
+        let len = self.map.len();
+        let Some(p) = self.get_mut(&addr) else {
             return;
         };
         match (p.is_idle(), p.idle_since) {
             (true, None) if !p.proven => {
-                self.map.remove(&AddrKey(addr));
+                self.forget(addr);
             }
             (true, None) => {
                 p.idle_since = Some(now);
                 self.idle_count += 1;
                 self.idle.push_back((now, addr));
-                if self.idle.len() > 2 * self.map.len() + 64 {
-                    let map = &self.map;
-                    self.idle.retain(|e| Self::current(map, e));
+                if self.idle.len() > 2 * len + 64 {
+                    let mut idle = std::mem::take(&mut self.idle);
+                    idle.retain(|e| self.current(e));
+                    self.idle = idle;
                 }
             }
             (false, Some(_)) => {
@@ -234,15 +303,14 @@ impl PeerTable {
     }
 
     /// Whether an entry of `idle` still stands for an idle peer.
-    fn current(map: &KeyedMap<AddrKey, Peer>, &(t, addr): &(Nanos, SocketAddr)) -> bool {
-        map.get(&AddrKey(addr))
-            .is_some_and(|p| p.idle_since == Some(t))
+    fn current(&self, &(t, addr): &(Nanos, SocketAddr)) -> bool {
+        self.get(&addr).is_some_and(|p| p.idle_since == Some(t))
     }
 
     /// Drops stale entries from the front of `idle`.
     fn skip_stale(&mut self) {
         while let Some(e) = self.idle.front() {
-            if Self::current(&self.map, e) {
+            if self.current(e) {
                 break;
             }
             self.idle.pop_front();
@@ -257,8 +325,15 @@ impl PeerTable {
 
     /// Removes a peer, keeping the idle count.
     fn forget(&mut self, addr: SocketAddr) {
-        if let Some(p) = self.map.remove(&AddrKey(addr)) {
+        let Some(i) = self.map.remove(&AddrKey(addr)) else {
+            return;
+        };
+        if let Some((_, p)) = self.slots[i as usize].take() {
             self.idle_count -= p.idle_since.is_some() as usize;
+        }
+        self.free.push(i);
+        if self.last.get().1 == i {
+            self.last.set((0, 0));
         }
     }
 
@@ -304,7 +379,7 @@ impl PeerTable {
 
     /// Every known peer's address and state, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &Peer)> + '_ {
-        self.map.iter().map(|(k, p)| (k.0, p))
+        self.slots.iter().flatten().map(|(a, p)| (*a, p))
     }
 
     /// The peers we owe acks, in address order. Scans the table: for an
@@ -312,10 +387,9 @@ impl PeerTable {
     /// path.
     pub fn owed_acks(&self) -> Vec<SocketAddr> {
         let mut v: Vec<SocketAddr> = self
-            .map
             .iter()
             .filter(|(_, p)| !p.pending_acks.is_empty())
-            .map(|(k, _)| k.0)
+            .map(|(a, _)| a)
             .collect();
         v.sort_unstable();
         v
@@ -381,6 +455,58 @@ mod tests {
         assert_eq!(t.sweep(14_999, 5_000), 1);
         assert!(t.is_empty());
         assert_eq!(t.idle_len(), 0);
+    }
+
+    /// A freed slot is reused, and the remembered last lookup never hands
+    /// out the slot's new occupant for the old address (or the reverse).
+    #[test]
+    fn slots_are_reused_and_lookups_never_cross() {
+        let mut t = PeerTable::new(2, 8);
+        t.get_or_create(a(1)).unwrap().rpcs = 1;
+        t.get_or_create(a(2)).unwrap().rpcs = 2;
+        assert_eq!(t.get(&a(1)).unwrap().rpcs, 1);
+        // Peer 1 leaves (unproven and idle: forgotten at once) right after
+        // a lookup made it the remembered one.
+        t.get_mut(&a(1)).unwrap().rpcs = 0;
+        t.refresh(a(1), 0);
+        assert!(t.get(&a(1)).is_none());
+        assert!(t.get_mut(&a(1)).is_none());
+        // Peer 3 takes the freed slot; the table did not grow.
+        t.get_or_create(a(3)).unwrap().rpcs = 3;
+        assert_eq!(t.slots.len(), 2);
+        assert!(t.get(&a(1)).is_none());
+        assert_eq!(t.get(&a(3)).unwrap().rpcs, 3);
+        assert_eq!(t.get(&a(2)).unwrap().rpcs, 2);
+        assert_eq!(t.get(&a(3)).unwrap().rpcs, 3);
+        // IPv6 peers are found through the map alone.
+        let v6: SocketAddr = "[::1]:7".parse().unwrap();
+        t.get_mut(&a(2)).unwrap().rpcs = 0;
+        t.get_mut(&a(2)).unwrap().proven = true;
+        t.refresh(a(2), 0);
+        t.get_or_create(v6).unwrap().rpcs = 6;
+        assert_eq!(t.get(&v6).unwrap().rpcs, 6);
+        assert_eq!(t.get(&a(3)).unwrap().rpcs, 3);
+        assert_eq!(t.get(&v6).unwrap().rpcs, 6);
+        assert!(t.get(&"[::2]:7".parse().unwrap()).is_none());
+        t.get_mut(&v6).unwrap().rpcs = 0;
+        t.refresh(v6, 0);
+        assert!(t.get(&v6).is_none());
+        t.get_or_create(a(2)).unwrap().rpcs = 2;
+        let mut all: Vec<_> = t.iter().map(|(addr, p)| (addr, p.rpcs)).collect();
+        all.sort_unstable();
+        assert_eq!(all, vec![(a(2), 2), (a(3), 3)]);
+        // Many peers coming and going never grow the slots past the bound.
+        for i in 10..1_000 {
+            if let Some(p) = t.get_mut(&a(3)) {
+                p.rpcs = 0;
+            }
+            t.refresh(a(3), 0);
+            let p = t.get_or_create(a(i)).unwrap();
+            assert_eq!(p.rpcs, 0, "a new peer starts afresh");
+            t.refresh(a(i), 0);
+            assert!(t.get(&a(i)).is_none());
+            assert!(t.slots.len() <= 2 && t.len() <= 2);
+        }
     }
 
     #[test]

@@ -300,7 +300,7 @@ impl Endpoint {
             match self.stalest_embryo() {
                 Some((t, victim)) if t + self.config.tick_ns <= now => {
                     trace!(%victim, "partly received request evicted");
-                    self.remove_rpc(now, victim);
+                    self.discard_rpc(now, victim);
                     self.metrics.rpcs_evicted += 1;
                 }
                 _ if full => {
@@ -432,7 +432,7 @@ impl Endpoint {
             if let Some(p) = self.peers.get_mut(&id.peer) {
                 p.proven = true;
             }
-            self.remove_rpc(now, id);
+            self.discard_rpc(now, id);
             self.metrics.responses_delivered += 1;
             self.events.push_back(Event::Response { rpc: id, message });
             self.queue_ack(now, id);
@@ -599,7 +599,7 @@ impl Endpoint {
         if id.is_client() {
             self.fail_client_rpc(now, id, RpcError::DesignMismatch);
         } else {
-            self.remove_rpc(now, id);
+            self.discard_rpc(now, id);
             self.metrics.server_rpcs_discarded += 1;
         }
         self.schedule_grants(now);
@@ -629,7 +629,7 @@ impl Endpoint {
         } else {
             // The client has finished or abandoned it.
             let finished = matches!(rpc.phase, Phase::Responding { .. });
-            self.remove_rpc(now, id);
+            self.discard_rpc(now, id);
             self.remember_done(now, id);
             if !finished {
                 self.metrics.server_rpcs_discarded += 1;
@@ -710,7 +710,7 @@ impl Endpoint {
         if let Some(p) = self.peers.get_mut(&id.peer) {
             p.proven = true;
         }
-        self.remove_rpc(now, id);
+        self.discard_rpc(now, id);
         self.remember_done(now, id);
         self.metrics.acks_received += 1;
     }
@@ -751,7 +751,7 @@ impl Endpoint {
                 .rpcs
                 .get(&id)
                 .is_some_and(|r| matches!(r.phase, Phase::InService | Phase::Responding { .. }));
-            self.remove_rpc(now, id);
+            self.discard_rpc(now, id);
             self.metrics.server_rpcs_discarded += 1;
             if seen {
                 self.remember_done(now, id);

@@ -1,7 +1,8 @@
 //! One Homa endpoint (an address and port), made of owned parts:
 //!
-//! - the RPC table (`rpcs`, bounded by `max_rpcs` and per peer), each RPC's
-//!   state an enum whose variants carry their messages ([`crate::rpc`]);
+//! - the RPC table ([`crate::rpc_table::RpcTable`], bounded by `max_rpcs`
+//!   and per peer), each RPC's state an enum whose variants carry their
+//!   messages ([`crate::rpc`]);
 //! - the peer table ([`crate::peer::PeerTable`], bounded, idle peers
 //!   forgotten first);
 //! - the receiver ([`receiver::Receiver`]: reassembly budget, cutoffs, and
@@ -31,7 +32,6 @@ pub use output::Transmit;
 
 use crate::ack::AckMemory;
 use crate::event::{Error, Event, RpcError, RpcId};
-use crate::keyed::KeyedMap;
 use crate::metrics::Metrics;
 use crate::outgoing::OutMessage;
 use crate::peer::PeerTable;
@@ -40,6 +40,7 @@ use crate::policy::sird::{SirdReceiver, SirdSender};
 use crate::policy::{ReceiverPolicy, SenderPolicy};
 use crate::priority::unsched_priority;
 use crate::rpc::{Phase, Rpc};
+use crate::rpc_table::RpcTable;
 use crate::timers::{Timer, TimerTable};
 use crate::{incast, Config, ConfigError, Design, Nanos};
 use bytes::Bytes;
@@ -65,7 +66,7 @@ pub struct Endpoint {
     rng: ChaCha8Rng,
     /// Creation order of messages (SRPT tie-breaks, FIFO shares).
     seq: u64,
-    rpcs: KeyedMap<RpcId, Rpc>,
+    rpcs: RpcTable,
     peers: PeerTable,
     timers: TimerTable,
     receiver: Receiver,
@@ -140,7 +141,7 @@ impl Endpoint {
             config,
             local,
             seq: 0,
-            rpcs: KeyedMap::default(),
+            rpcs: RpcTable::default(),
             timers: TimerTable::default(),
             sweep_timer: None,
             grants_due: false,
@@ -318,7 +319,7 @@ impl Endpoint {
     /// RPC is dropped without a reply and remembered like an acked one, so
     /// the request is not delivered again (the client will time out).
     pub fn abort(&mut self, now: Nanos, rpc: RpcId) -> Result<(), Error> {
-        if self.remove_rpc(now, rpc).is_none() {
+        if !self.discard_rpc(now, rpc) {
             return Err(Error::UnknownRpc(rpc));
         }
         if !rpc.is_client() {
@@ -351,7 +352,7 @@ impl Endpoint {
             } else {
                 self.metrics.server_rpcs_discarded += 1;
             }
-            self.remove_rpc(now, id);
+            self.discard_rpc(now, id);
         }
         self.grants_due = false;
         for peer in self.peers.owed_acks() {
@@ -413,14 +414,43 @@ impl Endpoint {
         }
     }
 
-    /// Frees an RPC and everything filed under it.
+    /// Frees an RPC and everything filed under it, and returns it.
     fn remove_rpc(&mut self, now: Nanos, id: RpcId) -> Option<Rpc> {
-        let mut rpc = self.rpcs.remove(&id)?;
-        self.stream_removed(&rpc);
-        self.sender.forget(id, &mut rpc);
-        self.receiver.forget(id, &mut rpc);
+        let client = self.unfile_rpc(id)?;
+        let rpc = self.rpcs.remove(&id);
+        self.rpc_gone(now, id, client);
+        rpc
+    }
+
+    /// Like [`Endpoint::remove_rpc`], but drops the RPC where it lies
+    /// (an RPC is large: moving it out costs more than the rest of its
+    /// removal). Returns false if there was no such RPC.
+    fn discard_rpc(&mut self, now: Nanos, id: RpcId) -> bool {
+        let Some(client) = self.unfile_rpc(id) else {
+            return false;
+        };
+        self.rpcs.delete(&id);
+        self.rpc_gone(now, id, client);
+        true
+    }
+
+    /// Takes RPC `id` out of the sender, the receiver and the timers,
+    /// leaving it in the table; returns whether it is a client RPC.
+    fn unfile_rpc(&mut self, id: RpcId) -> Option<bool> {
+        let rpc = self.rpcs.get_mut(&id)?;
+        // A stream's queued messages give back their buffer.
+        if let Phase::Stream(s) = &rpc.phase {
+            self.sender.buffered -= s.queued_bytes;
+        }
+        self.sender.forget(id, rpc);
+        self.receiver.forget(id, rpc);
         self.timers.cancel(Timer::Rpc(id), rpc.timer.take());
-        if rpc.is_client() {
+        Some(rpc.is_client())
+    }
+
+    /// The peer's and the endpoint's counts after RPC `id` left the table.
+    fn rpc_gone(&mut self, now: Nanos, id: RpcId, client: bool) {
+        if client {
             self.client_rpcs -= 1;
         }
         if let Some(p) = self.peers.get_mut(&id.peer) {
@@ -430,7 +460,6 @@ impl Endpoint {
             }
         }
         self.refresh_peer(now, id.peer);
-        Some(rpc)
     }
 
     /// Files a peer as idle or busy after its RPCs or acks changed.
@@ -452,7 +481,7 @@ impl Endpoint {
         if self.stream_failed_hook(now, id, error) {
             return;
         }
-        if self.remove_rpc(now, id).is_some() {
+        if self.discard_rpc(now, id) {
             self.metrics.rpcs_failed += 1;
             self.events.push_back(Event::Failed { rpc: id, error });
         }

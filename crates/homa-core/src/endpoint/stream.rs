@@ -147,7 +147,7 @@ impl Endpoint {
             return Err(Error::UnknownRpc(stream));
         }
         self.queue_stream_ctl(stream, StreamOp::Reset, 0, 0);
-        self.remove_rpc(now, stream);
+        self.discard_rpc(now, stream);
         self.remember_done(now, stream);
         self.metrics.streams_failed += 1;
         self.schedule_grants(now);
@@ -500,7 +500,7 @@ impl Endpoint {
     /// Both directions ended: free the stream, remembering it for a while
     /// so that late packets are recognised (and a NEED_ACK answered).
     fn close_stream(&mut self, now: Nanos, id: RpcId) {
-        if self.remove_rpc(now, id).is_some() {
+        if self.discard_rpc(now, id) {
             self.remember_done(now, id);
             self.metrics.streams_closed += 1;
             self.stream_events
@@ -607,12 +607,5 @@ impl Endpoint {
         }
         self.schedule_grants(now);
         true
-    }
-
-    /// Hook of `remove_rpc`: queued messages give back their buffer.
-    pub(super) fn stream_removed(&mut self, rpc: &Rpc) {
-        if let Phase::Stream(s) = &rpc.phase {
-            self.sender.buffered -= s.queued_bytes;
-        }
     }
 }

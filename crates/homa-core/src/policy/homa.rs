@@ -145,6 +145,11 @@ impl ReceiverPolicy for HomaReceiver {
 #[derive(Debug)]
 pub struct HomaSender {
     fifo_fraction: u64,
+    /// The only sendable message while there is just one (then `queue`
+    /// and `keys` are empty): the usual case of a lightly loaded sender,
+    /// where it is both the shortest and the oldest, and filing it in the
+    /// ordered sets and the map cost more than the rest of its sending.
+    solo: Option<(RpcId, Key)>,
     queue: SrptQueue,
     keys: KeyedMap<RpcId, Key>,
     packets: u64,
@@ -156,6 +161,7 @@ impl HomaSender {
     pub fn new(config: &Config) -> HomaSender {
         HomaSender {
             fifo_fraction: config.pacer_fifo_fraction as u64,
+            solo: None,
             queue: SrptQueue::default(),
             keys: KeyedMap::default(),
             packets: 0,
@@ -177,17 +183,44 @@ impl SenderPolicy for HomaSender {
 
     fn update(&mut self, m: &OutView) {
         let key = (m.bytes_left, m.seq);
+        match self.solo {
+            Some((id, _)) if id == m.id => {
+                self.solo = Some((id, key));
+                return;
+            }
+            Some((id, k)) => {
+                // A second message: both go to the ordered sets.
+                self.solo = None;
+                self.keys.insert(id, k);
+                self.queue.refile(id, None, Some(k));
+            }
+            None if self.keys.is_empty() => {
+                self.solo = Some((m.id, key));
+                return;
+            }
+            None => {}
+        }
         let old = self.keys.insert(m.id, key);
         self.queue.refile(m.id, old, Some(key));
     }
 
     fn remove(&mut self, id: RpcId) {
+        if let Some((solo, _)) = self.solo {
+            if solo == id {
+                self.solo = None;
+            }
+            return;
+        }
         if let Some(k) = self.keys.remove(&id) {
             self.queue.remove(id, k);
         }
     }
 
     fn next(&mut self, _now: Nanos) -> Option<RpcId> {
+        if let Some((id, _)) = self.solo {
+            // Shortest and oldest at once: no turn is out of order.
+            return Some(id);
+        }
         let f = self.fifo_fraction;
         let fifo_turn = f > 0 && self.packets % (1000 / f) == 1000 / f - 1;
         let id = if fifo_turn {
@@ -202,7 +235,10 @@ impl SenderPolicy for HomaSender {
     }
 
     fn peek(&self) -> Option<RpcId> {
-        self.queue.shortest()
+        match self.solo {
+            Some((id, _)) => Some(id),
+            None => self.queue.shortest(),
+        }
     }
 
     fn on_data_sent(&mut self) {
@@ -211,5 +247,83 @@ impl SenderPolicy for HomaSender {
 
     fn out_of_order_packets(&self) -> u64 {
         self.fifo_packets
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sender as it was before `solo`: every message in the ordered
+    /// sets.
+    struct Reference {
+        fifo_fraction: u64,
+        queue: SrptQueue,
+        keys: KeyedMap<RpcId, Key>,
+        packets: u64,
+    }
+
+    impl Reference {
+        fn next(&self) -> Option<RpcId> {
+            let f = self.fifo_fraction;
+            if f > 0 && self.packets % (1000 / f) == 1000 / f - 1 {
+                self.queue.oldest()
+            } else {
+                self.queue.shortest()
+            }
+        }
+    }
+
+    /// With one message or many, in any order of updates and removals, the
+    /// sender picks what the plain ordered sets pick.
+    #[test]
+    fn solo_message_picks_as_the_ordered_sets_do() {
+        let config = Config {
+            pacer_fifo_fraction: 100,
+            ..Config::default()
+        };
+        let mut s = HomaSender::new(&config);
+        let mut r = Reference {
+            fifo_fraction: 100,
+            queue: SrptQueue::default(),
+            keys: KeyedMap::default(),
+            packets: 0,
+        };
+        let ids: Vec<RpcId> = (0..4)
+            .map(|i| RpcId {
+                peer: SocketAddr::from(([10, 0, 0, 1 + i as u8], 9)),
+                id: 2 * i + 2,
+            })
+            .collect();
+        let mut x = 12345u64;
+        for step in 0..20_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let id = ids[(x >> 33) as usize % ids.len()];
+            if (x >> 40) % 3 == 0 {
+                s.remove(id);
+                if let Some(k) = r.keys.remove(&id) {
+                    r.queue.remove(id, k);
+                }
+            } else {
+                let seq = r.keys.get(&id).map_or(step, |k| k.1);
+                let m = OutView {
+                    id,
+                    bytes_left: (x >> 45) as u32 % 5000,
+                    seq,
+                };
+                s.update(&m);
+                let key = (m.bytes_left, m.seq);
+                let old = r.keys.insert(id, key);
+                r.queue.refile(id, old, Some(key));
+            }
+            assert_eq!(s.peek(), r.queue.shortest());
+            assert_eq!(s.next(0), r.next());
+            if s.peek().is_some() {
+                s.on_data_sent();
+                r.packets += 1;
+            }
+        }
     }
 }

@@ -1,0 +1,237 @@
+//! The RPC table: every RPC of an endpoint, in slots that stay put while
+//! the RPC lives.
+//!
+//! RPCs live in the slots of a vector (freed slots are reused, so it holds
+//! no more than the most RPCs ever alive at once), found through a keyed
+//! map from [`RpcId`] to slot. An RPC is moved once into its slot and once
+//! out, never on a lookup. The slot of the last RPC looked up is
+//! remembered, so the many lookups made while handling one packet or
+//! sending one (all for the same RPC) cost a comparison of its id instead
+//! of a hash lookup each. Every slot keeps its RPC's full id and every
+//! lookup, remembered or not, checks it: a stale id, or one whose slot now
+//! holds another RPC, finds nothing.
+
+use crate::keyed::{quick_key, KeyedMap};
+use crate::rpc::Rpc;
+use crate::RpcId;
+use std::cell::Cell;
+
+/// Every RPC of an endpoint, by id.
+#[derive(Debug, Default)]
+pub struct RpcTable {
+    index: KeyedMap<RpcId, u32>,
+    /// Each slot's RPC with its id; `None` when free.
+    slots: Vec<Option<(RpcId, Rpc)>>,
+    /// Free slots.
+    free: Vec<u32>,
+    /// The last lookup: the id, the [`quick_key`] of its peer (0: nothing
+    /// remembered) and its slot.
+    last: Cell<(u64, u64, u32)>,
+}
+
+impl RpcTable {
+    /// The slot of `id`, if present.
+    #[inline]
+    fn slot_of(&self, id: &RpcId) -> Option<usize> {
+        let key = quick_key(&id.peer);
+        let (last_id, last_key, slot) = self.last.get();
+        if key != 0 && key == last_key && id.id == last_id {
+            return Some(slot as usize);
+        }
+        self.look_up(id, key)
+    }
+
+    /// [`RpcTable::slot_of`] through the map (kept out of line, so that
+    /// the remembered case inlines to two comparisons).
+    #[inline(never)]
+    fn look_up(&self, id: &RpcId, key: u64) -> Option<usize> {
+        let slot = *self.index.get(id)?;
+        self.last.set((id.id, key, slot));
+        Some(slot as usize)
+    }
+
+    /// The RPC `id`, if present.
+    #[inline]
+    pub fn get(&self, id: &RpcId) -> Option<&Rpc> {
+        match self.slots.get(self.slot_of(id)?)? {
+            // The map and the remembered lookup only ever name the slot of
+            // the same id (the peer was compared by either); the id check
+            // is a cheap second guard.
+            Some((i, rpc)) if i.id == id.id => Some(rpc),
+            _ => None,
+        }
+    }
+
+    /// Mutable [`RpcTable::get`].
+    #[inline]
+    pub fn get_mut(&mut self, id: &RpcId) -> Option<&mut Rpc> {
+        let slot = self.slot_of(id)?;
+        match self.slots.get_mut(slot)? {
+            Some((i, rpc)) if i.id == id.id => Some(rpc),
+            _ => None,
+        }
+    }
+
+    /// True if `id` is present.
+    #[inline]
+    pub fn contains_key(&self, id: &RpcId) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Adds `rpc` as `id`; returns the RPC it replaced, if `id` was present.
+    #[inline]
+    pub fn insert(&mut self, id: RpcId, rpc: Rpc) -> Option<Rpc> {
+        use std::collections::hash_map::Entry;
+        let slot = match self.index.entry(id) {
+            Entry::Occupied(e) => {
+                let (_, old) = self.slots[*e.get() as usize]
+                    .as_mut()
+                    .expect("occupied slot");
+                return Some(std::mem::replace(old, rpc));
+            }
+            Entry::Vacant(e) => {
+                let slot = match self.free.pop() {
+                    Some(s) => s,
+                    None => {
+                        self.slots.push(None);
+                        u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 RPCs")
+                    }
+                };
+                *e.insert(slot)
+            }
+        };
+        self.slots[slot as usize] = Some((id, rpc));
+        self.last.set((id.id, quick_key(&id.peer), slot));
+        None
+    }
+
+    /// Takes `id` out of the table.
+    pub fn remove(&mut self, id: &RpcId) -> Option<Rpc> {
+        let slot = self.free_slot(id)?;
+        self.slots[slot].take().map(|(_, rpc)| rpc)
+    }
+
+    /// Drops `id` where it lies (no copy of the RPC out of the table);
+    /// returns false if it was not present.
+    pub fn delete(&mut self, id: &RpcId) -> bool {
+        let Some(slot) = self.free_slot(id) else {
+            return false;
+        };
+        self.slots[slot] = None;
+        true
+    }
+
+    /// Takes `id` out of the map and the remembered lookup and puts its
+    /// slot on the free list; the caller empties the slot.
+    fn free_slot(&mut self, id: &RpcId) -> Option<usize> {
+        let slot = self.index.remove(id)?;
+        self.free.push(slot);
+        if self.last.get().2 == slot {
+            self.last.set((0, 0, 0));
+        }
+        Some(slot as usize)
+    }
+
+    /// RPCs present.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// True when there is no RPC.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// The ids of all RPCs, in no particular order.
+    pub fn keys(&self) -> impl Iterator<Item = &RpcId> + '_ {
+        self.slots.iter().flatten().map(|(id, _)| id)
+    }
+}
+
+impl std::ops::Index<&RpcId> for RpcTable {
+    type Output = Rpc;
+
+    /// The RPC `id`; panics if absent (as a map's index does).
+    fn index(&self, id: &RpcId) -> &Rpc {
+        self.get(id).expect("no such RPC")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::Phase;
+
+    fn id(peer: &str, id: u64) -> RpcId {
+        RpcId {
+            peer: peer.parse().unwrap(),
+            id,
+        }
+    }
+
+    fn rpc(t: u64) -> Rpc {
+        Rpc::new(Phase::InService, t)
+    }
+
+    #[test]
+    fn slots_are_reused_and_stale_ids_find_nothing() {
+        let mut t = RpcTable::default();
+        let a = id("10.0.0.1:1", 2);
+        let b = id("10.0.0.1:1", 4);
+        assert!(t.insert(a, rpc(1)).is_none());
+        assert!(t.insert(b, rpc(2)).is_none());
+        assert_eq!(t.get(&a).unwrap().last_heard, 1);
+        // Remove `a` right after a lookup made it the remembered one; `c`
+        // takes its slot.
+        assert_eq!(t.remove(&a).unwrap().last_heard, 1);
+        assert!(t.get(&a).is_none());
+        let c = id("10.0.0.1:1", 6);
+        assert!(t.insert(c, rpc(3)).is_none());
+        assert_eq!(t.slots.len(), 2, "the freed slot was reused");
+        assert!(t.get(&a).is_none() && t.get_mut(&a).is_none());
+        assert!(!t.contains_key(&a));
+        assert_eq!(t.get(&c).unwrap().last_heard, 3);
+        assert_eq!(t[&c].last_heard, 3);
+        // The same id with another peer, or another port, is another RPC.
+        assert!(t.get(&id("10.0.0.2:1", 6)).is_none());
+        assert!(t.get(&id("10.0.0.1:2", 6)).is_none());
+        assert!(t.remove(&id("10.0.0.1:2", 6)).is_none());
+        assert_eq!(t.get(&c).unwrap().last_heard, 3);
+        // Replacing keeps one entry.
+        assert_eq!(t.insert(c, rpc(4)).unwrap().last_heard, 3);
+        assert_eq!(t.len(), 2);
+        let mut keys: Vec<_> = t.keys().copied().collect();
+        keys.sort_unstable();
+        assert_eq!(keys, vec![b, c]);
+        // IPv6 ids work (through the map alone).
+        let v = id("[::1]:9", 8);
+        t.insert(v, rpc(5));
+        assert_eq!(t.get(&v).unwrap().last_heard, 5);
+        assert!(t.get(&id("[::1]:9", 10)).is_none());
+        assert!(t.get(&id("[::2]:9", 8)).is_none());
+        assert_eq!(t.remove(&v).unwrap().last_heard, 5);
+        assert!(t.get(&v).is_none());
+        // Dropped in place: gone the same way.
+        assert!(t.delete(&b));
+        assert!(!t.delete(&b));
+        assert!(t.get(&b).is_none() && t.get(&c).is_some());
+    }
+
+    #[test]
+    fn churn_stays_within_the_peak() {
+        let mut t = RpcTable::default();
+        for i in 0..10_000u64 {
+            let x = id("10.0.0.1:1", 2 * i);
+            t.insert(x, rpc(i));
+            assert_eq!(t.get(&x).unwrap().last_heard, i);
+            if i >= 3 {
+                let old = id("10.0.0.1:1", 2 * (i - 3));
+                assert_eq!(t.remove(&old).unwrap().last_heard, i - 3);
+                assert!(t.get(&old).is_none());
+            }
+        }
+        assert_eq!(t.len(), 3);
+        assert!(t.slots.len() <= 4);
+        assert!(!t.is_empty());
+    }
+}
