@@ -145,25 +145,22 @@ impl Inner {
     /// deadline, `deadline`, or a kick. Returns true instead of sleeping
     /// when the caller is to sleep in the receive call itself (an
     /// application reader on UDP with its next deadline far enough away):
-    /// the socket's receive timeout ends that sleep in time for the core's
-    /// timers and the caller's deadline (see `socket/timeout.rs`); only for
-    /// the pacer's and the fault shim's, which need more precision, does
-    /// the background thread kick the reader then. A deadline nearer than
-    /// a jiffy is slept for in `ppoll`, which needs no other thread either.
+    /// the socket's receive timeout ends that sleep (see
+    /// `socket/timeout.rs`) by the caller's deadline, and within a jiffy
+    /// after the core's next timer. Only for the pacer's and the fault
+    /// shim's deadlines, which need more precision, does the background
+    /// thread kick the reader; a caller's deadline nearer than a jiffy is
+    /// slept for in `ppoll`, which needs no other thread either.
     pub(super) fn sleep_until_input(&self, deadline: Option<Instant>, mode: ReadMode) -> bool {
         let now = self.now();
         let mut st = self.lock();
         let since = |t: Nanos| Duration::from_nanos(t.saturating_sub(now));
-        // Deadlines that must not be missed: the core's timers and the
-        // caller's (when neither comes within `MAX_SLEEP`, the sleep is a
-        // safety net only, and may end a jiffy late).
-        let core = st.core.poll_timeout().map(since);
+        // The core's timers (on 1 ms ticks by default, and a RESEND only
+        // after several) and the safety net of `MAX_SLEEP` may run late by
+        // less than a jiffy; the caller's deadline may not.
+        let core = st.core.poll_timeout().map(since).unwrap_or(MAX_SLEEP);
+        let coarse = core.min(MAX_SLEEP);
         let user = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let firm = match (core, user) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-        .filter(|w| *w <= MAX_SLEEP);
         // Deadlines finer than a jiffy: the pacer's and the fault shim's.
         let mut fine = None;
         if st.held.is_some() {
@@ -175,14 +172,17 @@ impl Inner {
             let fw = since(t);
             fine = Some(fine.map_or(fw, |x: Duration| x.min(fw)));
         }
-        let wait = firm.unwrap_or(MAX_SLEEP).min(fine.unwrap_or(MAX_SLEEP));
+        let exact = match (user, fine) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let wait = coarse.min(exact.unwrap_or(Duration::MAX));
         if mode == ReadMode::App && self.sock.can_block() && wait >= BLOCK_IN_RECV_FROM {
             let jiffy = crate::socket::jiffy();
             let fine_first = fine.is_some_and(|f| f <= wait);
-            if !fine_first {
-                let latest = firm
-                    .unwrap_or(MAX_SLEEP + jiffy.unwrap_or_default())
-                    .min(fine.unwrap_or(Duration::MAX));
+            if let (false, Some(j)) = (fine_first, jiffy) {
+                let late = coarse + j - Duration::from_nanos(1);
+                let latest = late.min(exact.unwrap_or(Duration::MAX));
                 if self.sock.bound_recv_wait(latest) {
                     st.recv_blocked = true;
                     return true;

@@ -62,8 +62,8 @@ pub(crate) fn timeout_for(
 
 impl HomaSocket {
     /// UDP: makes sure the next blocking receive ([`HomaSocket::recv_wait`])
-    /// returns by itself within `latest` from now (it may return up to a
-    /// jiffy and a half of `latest` early). False when the kernel cannot
+    /// returns by itself within `latest` from now (it may return early, by
+    /// up to half of `latest` and a jiffy). False when the kernel cannot
     /// promise that: `latest` is under a jiffy, or the jiffy is unknown;
     /// the caller must then have the reader woken some other way.
     pub(crate) fn bound_recv_wait(&self, latest: Duration) -> bool {
