@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{pattern, EchoServer, CALL_TIMEOUT};
+use common::{pattern, wait_for, EchoServer, CALL_TIMEOUT};
 use homa::{Config, Endpoint, Error};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -84,6 +84,30 @@ fn shutdown_wakes_a_reader_asleep_in_the_receive_call() {
     assert!(matches!(r, Err(Error::Closed)), "{r:?}");
     let r = idle.join().unwrap();
     assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+}
+
+/// The background thread sleeps while an application thread waits, and
+/// still takes the reader role once none does (the process's watch thread
+/// wakes it): a response that comes while nobody waits is taken in.
+#[test]
+fn the_background_thread_reads_again_once_no_application_thread_waits() {
+    let server = EchoServer::bind(any4(), Config::default(), 1);
+    let addr = server.endpoint().local_addr();
+    let ep = Endpoint::bind(any4(), Config::default()).unwrap();
+    let r = ep.recv_request(Some(Duration::from_millis(30)));
+    assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+    let reads = ep.runtime_stats().background_reads;
+    let req = pattern(3, 100);
+    let id = ep.send_request(addr, req.clone()).unwrap();
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            ep.runtime_stats().background_reads > reads && ep.metrics().responses_delivered >= 1
+        }),
+        "{:?}",
+        ep.runtime_stats()
+    );
+    assert_eq!(ep.recv_response(id, Some(CALL_TIMEOUT)).unwrap(), req);
+    server.stop();
 }
 
 /// Zero-length datagrams from other sockets are not kicks: the core counts

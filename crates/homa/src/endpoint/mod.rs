@@ -22,13 +22,16 @@
 //! - [`output`]: the send path;
 //! - [`stats`]: the runtime's own counters;
 //! - [`streams`]: the hooks of streams, blocking and async (`stream.rs`,
-//!   `async_stream.rs`).
+//!   `async_stream.rs`);
+//! - [`watch`]: the process's thread that wakes background threads when
+//!   no application thread waits on their endpoint any more.
 
 mod events;
 mod output;
 mod reader;
 mod stats;
 mod streams;
+mod watch;
 
 pub use stats::RuntimeStats;
 use stats::Stats;
@@ -57,6 +60,9 @@ const MAX_SLEEP: Duration = Duration::from_millis(10);
 /// How long the reader role must have been free before the background
 /// thread takes it (an application thread usually comes back sooner).
 const BACKGROUND_GRACE: Duration = Duration::from_micros(200);
+/// Longest the background thread sleeps while application threads wait
+/// (a safety net: `watch.rs` wakes it when none waits any more).
+const BACKGROUND_IDLE: Duration = Duration::from_secs(1);
 /// Pacer waits shorter than this are spun rather than slept (sleeps are
 /// rounded up to the timer slack, ~50 µs).
 const SPIN_BELOW: Duration = Duration::from_micros(30);
@@ -332,6 +338,7 @@ impl Endpoint {
             .name(format!("homa-{}", local.port()))
             .spawn(move || bg.background())?;
         *inner.background.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        watch::watch(&inner);
         Ok(Endpoint {
             _owner: Arc::new(Owner(inner.clone())),
             inner,

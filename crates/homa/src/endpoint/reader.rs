@@ -435,8 +435,10 @@ impl Inner {
                 if free {
                     break;
                 }
+                // While application threads wait, one of them reads: sleep
+                // until told (`watch.rs` tells when none waits any more).
                 let mut wait = if self.waiters.load(Ordering::Acquire) > 0 {
-                    MAX_SLEEP
+                    BACKGROUND_IDLE
                 } else {
                     BACKGROUND_GRACE
                 };
