@@ -146,20 +146,22 @@ impl Inner {
     /// when the caller is to sleep in the receive call itself (an
     /// application reader on UDP with its next deadline far enough away):
     /// the socket's receive timeout ends that sleep (see
-    /// `socket/timeout.rs`) by the caller's deadline, and within a jiffy
-    /// after the core's next timer. Only for the pacer's and the fault
-    /// shim's deadlines, which need more precision, does the background
-    /// thread kick the reader; a caller's deadline nearer than a jiffy is
-    /// slept for in `ppoll`, which needs no other thread either.
+    /// `socket/timeout.rs`) by the caller's deadline and the core's next
+    /// timer. Only for the pacer's and the fault shim's deadlines, which
+    /// need more precision, does the background thread kick the reader; a
+    /// deadline nearer than a jiffy is slept for in `ppoll`, which needs no
+    /// other thread either.
     pub(super) fn sleep_until_input(&self, deadline: Option<Instant>, mode: ReadMode) -> bool {
         let now = self.now();
         let mut st = self.lock();
         let since = |t: Nanos| Duration::from_nanos(t.saturating_sub(now));
-        // The core's timers (on 1 ms ticks by default, and a RESEND only
-        // after several) and the safety net of `MAX_SLEEP` may run late by
-        // less than a jiffy; the caller's deadline may not.
-        let core = st.core.poll_timeout().map(since).unwrap_or(MAX_SLEEP);
-        let coarse = core.min(MAX_SLEEP);
+        // The core's timers and the caller's deadline must not be missed
+        // (a late RESEND tick delays the recovery of every lost packet);
+        // the safety net of `MAX_SLEEP`, when nothing comes sooner, may
+        // run late by less than a jiffy.
+        let core = st.core.poll_timeout().map(since);
+        let netted = core.is_none_or(|c| c >= MAX_SLEEP);
+        let coarse = core.unwrap_or(MAX_SLEEP).min(MAX_SLEEP);
         let user = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         // Deadlines finer than a jiffy: the pacer's and the fault shim's.
         let mut fine = None;
@@ -181,7 +183,11 @@ impl Inner {
             let jiffy = crate::socket::jiffy();
             let fine_first = fine.is_some_and(|f| f <= wait);
             if let (false, Some(j)) = (fine_first, jiffy) {
-                let late = coarse + j - Duration::from_nanos(1);
+                let late = if netted {
+                    coarse + j - Duration::from_nanos(1)
+                } else {
+                    coarse
+                };
                 let latest = late.min(exact.unwrap_or(Duration::MAX));
                 if self.sock.bound_recv_wait(latest) {
                     st.recv_blocked = true;
