@@ -8,8 +8,11 @@
 //! for (`parked.rs`) and the reader wakes only the thread an outcome is for.
 //! When no application thread waits, a background thread takes the role,
 //! so grants, timers and the pacer keep running; a thread that starts
-//! waiting kicks it aside. The background thread also keeps the reader's
-//! deadline, waking it with a zero-length datagram to its own socket.
+//! waiting kicks it aside. The reader's deadlines a jiffy or more away (the
+//! core's ticks, a caller's timeout) are kept by the socket's receive
+//! timeout; nearer ones by sleeping in `ppoll` instead; only the pacer's
+//! and the fault shim's need the background thread, which then wakes the
+//! reader with a zero-length datagram to its own socket.
 //! Packets are taken from the core under the endpoint's lock, at most as
 //! fast as the pacer allows, and sent after it is released, in the core's
 //! order, by one thread at a time.
@@ -19,13 +22,16 @@
 //! - [`output`]: the send path;
 //! - [`stats`]: the runtime's own counters;
 //! - [`streams`]: the hooks of streams, blocking and async (`stream.rs`,
-//!   `async_stream.rs`).
+//!   `async_stream.rs`);
+//! - [`watch`]: the process's thread that wakes background threads when
+//!   no application thread waits on their endpoint any more.
 
 mod events;
 mod output;
 mod reader;
 mod stats;
 mod streams;
+mod watch;
 
 pub use stats::RuntimeStats;
 use stats::Stats;
@@ -54,6 +60,9 @@ const MAX_SLEEP: Duration = Duration::from_millis(10);
 /// How long the reader role must have been free before the background
 /// thread takes it (an application thread usually comes back sooner).
 const BACKGROUND_GRACE: Duration = Duration::from_micros(200);
+/// Longest the background thread sleeps while application threads wait
+/// (a safety net: `watch.rs` wakes it when none waits any more).
+const BACKGROUND_IDLE: Duration = Duration::from_secs(1);
 /// Pacer waits shorter than this are spun rather than slept (sleeps are
 /// rounded up to the timer slack, ~50 µs).
 const SPIN_BELOW: Duration = Duration::from_micros(30);
@@ -154,9 +163,16 @@ struct State {
     async_requests: VecDeque<oneshot::Sender<Queued>>,
     reader: Reader,
     reader_free_since: Instant,
-    /// While an application reader sleeps in the receive call (UDP): when
-    /// it must be woken (endpoint time, ns). The background thread kicks it
-    /// then ([`HomaSocket::kick_self`]); the reader clears it on waking.
+    /// An application reader sleeps in the receive call (UDP): another
+    /// thread that needs it awake sends it a kick datagram
+    /// ([`HomaSocket::kick_self`]). The reader clears it on waking.
+    recv_blocked: bool,
+    /// While an application reader sleeps in the receive call with a
+    /// deadline the socket's receive timeout cannot keep (the pacer's, the
+    /// fault shim's, or no jiffy known): when it must be woken (endpoint
+    /// time, ns). The background thread kicks it then; the reader clears it
+    /// on waking. Coarser deadlines (the core's ticks, a caller's timeout)
+    /// are kept by the receive timeout itself (`socket/timeout.rs`).
     recv_blocked_until: Option<Nanos>,
     /// When the background thread wakes by itself next (endpoint time,
     /// ns), while it sleeps with a deadline: a reader that needs an earlier
@@ -300,6 +316,7 @@ impl Endpoint {
                 async_requests: VecDeque::new(),
                 reader: Reader::Nobody,
                 reader_free_since: Instant::now(),
+                recv_blocked: false,
                 recv_blocked_until: None,
                 bg_wakes_at: None,
                 generation: 0,
@@ -321,6 +338,7 @@ impl Endpoint {
             .name(format!("homa-{}", local.port()))
             .spawn(move || bg.background())?;
         *inner.background.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        watch::watch(&inner);
         Ok(Endpoint {
             _owner: Arc::new(Owner(inner.clone())),
             inner,
@@ -688,7 +706,7 @@ impl Inner {
             Reader::Nobody => {
                 self.bg_cond.notify_one();
             }
-            Reader::App if st.recv_blocked_until.is_some() => self.kick_self(),
+            Reader::App if st.recv_blocked => self.kick_self(),
             Reader::App | Reader::Background => self.kick.kick(),
         }
     }

@@ -1,6 +1,7 @@
 //! The receive path and the reader role: who reads the socket, how it
-//! sleeps (in the receive call itself on UDP, kicked by the background
-//! thread at its deadline), and how waiting threads get what they wait for.
+//! sleeps (in the receive call itself on UDP, woken by the socket's receive
+//! timeout at its deadline), and how waiting threads get what they wait
+//! for.
 
 use super::*;
 
@@ -143,40 +144,67 @@ impl Inner {
     /// Sleeps until the socket is readable, the next timer or pacer
     /// deadline, `deadline`, or a kick. Returns true instead of sleeping
     /// when the caller is to sleep in the receive call itself (an
-    /// application reader on UDP with a deadline far enough away for the
-    /// background thread to kick it then).
+    /// application reader on UDP with its next deadline far enough away):
+    /// the socket's receive timeout ends that sleep (see
+    /// `socket/timeout.rs`) by the caller's deadline and the core's next
+    /// timer. Only for the pacer's and the fault shim's deadlines, which
+    /// need more precision, does the background thread kick the reader; a
+    /// deadline nearer than a jiffy is slept for in `ppoll`, which needs no
+    /// other thread either.
     pub(super) fn sleep_until_input(&self, deadline: Option<Instant>, mode: ReadMode) -> bool {
         let now = self.now();
         let mut st = self.lock();
-        let mut wait = {
-            let mut w = st
-                .core
-                .poll_timeout()
-                .map(|t| Duration::from_nanos(t.saturating_sub(now)));
-            if st.held.is_some() {
-                if let Some(p) = &st.pacer {
-                    let pw = Duration::from_nanos(p.next_send_time(now) - now);
-                    w = Some(w.map_or(pw, |x| x.min(pw)));
+        let since = |t: Nanos| Duration::from_nanos(t.saturating_sub(now));
+        // The core's timers and the caller's deadline must not be missed
+        // (a late RESEND tick delays the recovery of every lost packet);
+        // the safety net of `MAX_SLEEP`, when nothing comes sooner, may
+        // run late by less than a jiffy.
+        let core = st.core.poll_timeout().map(since);
+        let netted = core.is_none_or(|c| c >= MAX_SLEEP);
+        let coarse = core.unwrap_or(MAX_SLEEP).min(MAX_SLEEP);
+        let user = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        // Deadlines finer than a jiffy: the pacer's and the fault shim's.
+        let mut fine = None;
+        if st.held.is_some() {
+            if let Some(p) = &st.pacer {
+                fine = Some(Duration::from_nanos(p.next_send_time(now) - now));
+            }
+        }
+        if let Some(t) = st.faults.as_ref().and_then(|f| f.next_deadline()) {
+            let fw = since(t);
+            fine = Some(fine.map_or(fw, |x: Duration| x.min(fw)));
+        }
+        let exact = match (user, fine) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let wait = coarse.min(exact.unwrap_or(Duration::MAX));
+        if mode == ReadMode::App && self.sock.can_block() && wait >= BLOCK_IN_RECV_FROM {
+            let jiffy = crate::socket::jiffy();
+            let fine_first = fine.is_some_and(|f| f <= wait);
+            if let (false, Some(j)) = (fine_first, jiffy) {
+                let late = if netted {
+                    coarse + j - Duration::from_nanos(1)
+                } else {
+                    coarse
+                };
+                let latest = late.min(exact.unwrap_or(Duration::MAX));
+                if self.sock.bound_recv_wait(latest) {
+                    st.recv_blocked = true;
+                    return true;
                 }
             }
-            if let Some(t) = st.faults.as_ref().and_then(|f| f.next_deadline()) {
-                let fw = Duration::from_nanos(t.saturating_sub(now));
-                w = Some(w.map_or(fw, |x| x.min(fw)));
+            if fine_first || jiffy.is_none() {
+                let until = now + wait.as_nanos() as Nanos;
+                st.recv_blocked = true;
+                st.recv_blocked_until = Some(until);
+                // (Under the lock: the background thread decides how long
+                // to sleep under it too, so it cannot miss this.)
+                if st.bg_wakes_at.is_none_or(|t| t > until) {
+                    self.bg_cond.notify_one();
+                }
+                return true;
             }
-            w.unwrap_or(MAX_SLEEP).min(MAX_SLEEP)
-        };
-        if let Some(d) = deadline {
-            wait = wait.min(d.saturating_duration_since(Instant::now()));
-        }
-        if mode == ReadMode::App && self.sock.can_block() && wait >= BLOCK_IN_RECV_FROM {
-            let until = now + wait.as_nanos() as Nanos;
-            st.recv_blocked_until = Some(until);
-            // (Under the lock: the background thread decides how long to
-            // sleep under it too, so it cannot miss this.)
-            if st.bg_wakes_at.is_none_or(|t| t > until) {
-                self.bg_cond.notify_one();
-            }
-            return true;
         }
         drop(st);
         if wait > SPIN_BELOW {
@@ -229,8 +257,12 @@ impl Inner {
             }
             let mut st = self.lock();
             if block {
+                st.recv_blocked = false;
                 st.recv_blocked_until = None;
                 block = false;
+                if n == 0 {
+                    self.stats.recv_timeouts.fetch_add(1, Ordering::Relaxed);
+                }
             }
             let now = self.now();
             let backlogged = n == max && max > 1;
@@ -409,15 +441,18 @@ impl Inner {
                 if free {
                     break;
                 }
+                // While application threads wait, one of them reads: sleep
+                // until told (`watch.rs` tells when none waits any more).
                 let mut wait = if self.waiters.load(Ordering::Acquire) > 0 {
-                    MAX_SLEEP
+                    BACKGROUND_IDLE
                 } else {
                     BACKGROUND_GRACE
                 };
                 let now = self.now();
                 if let Some(until) = st.recv_blocked_until {
-                    // An application reader sleeps in the receive call,
-                    // whose own timeout is too coarse: wake it on time.
+                    // An application reader sleeps in the receive call
+                    // with a deadline its receive timeout cannot keep
+                    // (the pacer's, the fault shim's): wake it on time.
                     if until <= now {
                         st.recv_blocked_until = None;
                         self.kick_self();

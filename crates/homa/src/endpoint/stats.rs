@@ -56,6 +56,11 @@ pub struct RuntimeStats {
     /// zero-length datagram to its own socket (its deadline came, another
     /// thread left it work, or the endpoint closed).
     pub self_kicks: u64,
+    /// UDP only: times a reader asleep in its receive call woke because
+    /// the socket's receive timeout (set for its next deadline a jiffy or
+    /// more away: a timer of the core, a caller's timeout) expired, with
+    /// nothing received.
+    pub recv_timeouts: u64,
     /// Times the background thread woke up (a deadline of its own, a
     /// reader's deadline to kick, or a nudge from another thread).
     pub background_wakes: u64,
@@ -84,6 +89,7 @@ pub(super) struct Stats {
     pub(super) ce_received: AtomicU64,
     pub(super) icmp_errors: AtomicU64,
     pub(super) self_kicks: AtomicU64,
+    pub(super) recv_timeouts: AtomicU64,
     pub(super) background_wakes: AtomicU64,
     pub(super) background_reads: AtomicU64,
 }
@@ -111,6 +117,7 @@ impl Stats {
             ce_received: get(&self.ce_received),
             icmp_errors: get(&self.icmp_errors),
             self_kicks: get(&self.self_kicks),
+            recv_timeouts: get(&self.recv_timeouts),
             background_wakes: get(&self.background_wakes),
             background_reads: get(&self.background_reads),
         }

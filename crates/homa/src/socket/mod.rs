@@ -3,8 +3,10 @@
 //! mode) and UDP GSO, batched receives with UDP GRO (in [`recv`]).
 
 mod recv;
+mod timeout;
 
 pub(crate) use recv::RecvBufs;
+pub(crate) use timeout::jiffy;
 
 use crate::cmsg::{self, CmsgBuf, UDP_GRO};
 use crate::config::Transport;
@@ -59,8 +61,9 @@ enum Kind {
     Raw4,
 }
 
-/// The longest a reader stays in a blocking receive when nobody kicks it
-/// (rounded up to jiffies by the kernel).
+/// The receive timeout a UDP socket starts with: the longest a reader
+/// stays in a blocking receive when nobody kicks it until the first reader
+/// sets its own (`timeout.rs`).
 const BLOCKED_RECV_LIMIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// True for a kick datagram ([`HomaSocket::kick_self`]): empty, from this
@@ -83,6 +86,9 @@ pub(crate) struct HomaSocket {
     /// Raw IPv4: an ICMP error may be queued (`IP_RECVERR`), to be read
     /// with `take_icmp_errors`.
     icmp_pending: std::sync::atomic::AtomicBool,
+    /// UDP: the receive timeout in force (`SO_RCVTIMEO`, ns), which the
+    /// reader keeps at or before its next coarse deadline (`timeout.rs`).
+    recv_timeout_ns: std::sync::atomic::AtomicU64,
     _raw_port: Option<RawPort>,
 }
 
@@ -131,9 +137,9 @@ impl HomaSocket {
         })?;
         // Every call passes MSG_DONTWAIT except the one a UDP reader sleeps
         // in (`recv_wait`): a blocking receive, one system call per wake-up
-        // where poll-then-receive is two. Its timeout (in jiffies, too
-        // coarse for timers) only bounds a sleep nobody ends: the background
-        // thread kicks it at the reader's deadline. Raw IPv4 readers sleep in
+        // where poll-then-receive is two. Its timeout (whole jiffies) is the
+        // reader's alarm clock for deadlines a jiffy or more away
+        // (`timeout.rs`); nearer ones are kept otherwise. Raw IPv4 readers sleep in
         // ppoll (a kick datagram to ourselves would reach every protocol-146
         // socket on the host, Linux Homa's included).
         if kind == Kind::Raw4 {
@@ -182,6 +188,7 @@ impl HomaSocket {
             gro: false,
             ecn,
             icmp_pending: std::sync::atomic::AtomicBool::new(false),
+            recv_timeout_ns: std::sync::atomic::AtomicU64::new(BLOCKED_RECV_LIMIT.as_nanos() as u64),
             _raw_port: raw_port,
         };
         if kind == Kind::Raw4 {
