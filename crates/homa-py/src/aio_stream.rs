@@ -259,6 +259,22 @@ impl AsyncStream {
         bridge(py, async move { s.finish().await.map(|()| Done) })
     }
 
+    /// Future that completes once the stream has closed (both directions
+    /// ended, ours acknowledged), within `timeout` seconds.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_closed<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let limit = crate::convert::timeout(py, timeout)?;
+        let s = self.get(py)?;
+        bridge(py, async move {
+            crate::aio::within(limit, s.closed()).await?;
+            Ok(Done)
+        })
+    }
+
     /// Lets the stream go: aborts it now unless finished (pending `send`
     /// and `recv` futures then raise `StreamReset`). Idempotent.
     fn close(&self, py: Python<'_>) {

@@ -78,6 +78,19 @@ impl Stream {
         py.detach(|| s.finish()).map_err(|e| to_py(py, e))
     }
 
+    /// Waits at most `timeout` seconds until the stream has closed: both
+    /// directions ended and ours acknowledged (wait for it before closing
+    /// the endpoint right after `finish`, or the end may be lost).
+    #[pyo3(signature = (timeout=None))]
+    fn wait_closed(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let limit = crate::convert::timeout(py, timeout)?;
+        let s = self.get(py)?;
+        match wait_sliced(py, limit, |slice| s.wait_closed(Some(slice))) {
+            Waited::Done(r) => r.map_err(|e| to_py(py, e)),
+            Waited::Interrupted(e) => Err(e),
+        }
+    }
+
     /// Lets the stream go: aborts it unless finished.
     fn close(&self, py: Python<'_>) {
         let s = self.stream.lock().unwrap_or_else(|p| p.into_inner()).take();

@@ -207,3 +207,28 @@ async def test_closing_the_endpoint_fails_pending_stream_calls(pair):
         await asyncio.wait_for(pending, T)
     with pytest.raises(homars.Shutdown):
         await asyncio.wait_for(accepting, T)
+
+
+async def test_wait_closed_then_close_the_endpoint():
+    """After finish, wait_closed: the peer gets the end even when the
+    endpoint closes right after."""
+    for i in range(10):
+        server = homars.aio.Endpoint("127.0.0.1:0")
+        async with homars.aio.Endpoint("127.0.0.1:0") as client:
+
+            async def serve() -> None:
+                s = await server.accept_stream(timeout=T)
+                async for m in s:
+                    await s.send(m, timeout=T)
+                await s.finish()
+                await s.wait_closed(timeout=T)
+                server.close()
+
+            task = asyncio.ensure_future(serve())
+            s = await client.open_stream(server.local_addr)
+            await s.send(msg(9, i), timeout=T)
+            await s.finish()
+            assert await s.recv(timeout=T) == msg(9, i)
+            assert await s.recv(timeout=T) is None
+            await s.wait_closed(timeout=T)
+            await task

@@ -53,3 +53,31 @@ def test_full_window_then_reset():
         with pytest.raises(homars.HomaError, match="reset"):
             while a.recv(timeout=T) is not None:
                 pass
+
+
+def test_wait_closed_then_close_the_endpoint():
+    """After finish, wait_closed: the peer has the last message and the end
+    even when the endpoint closes at once (several rounds: without it the
+    end was lost now and then)."""
+    for round_ in range(10):
+        server = homars.Endpoint("127.0.0.1:0")
+        with homars.Endpoint("127.0.0.1:0") as client:
+
+            def echo():
+                with server.accept_stream(timeout=T) as s:
+                    while (m := s.recv(timeout=T)) is not None:
+                        s.send(m)
+                    s.finish()
+                    s.wait_closed(timeout=T)
+                server.close()
+
+            t = threading.Thread(target=echo)
+            t.start()
+            s = client.open_stream(server.local_addr)
+            s.send(b"x" * round_)
+            s.finish()
+            assert s.recv(timeout=T) == b"x" * round_
+            assert s.recv(timeout=T) is None
+            s.wait_closed(timeout=T)
+            t.join()
+            s.close()

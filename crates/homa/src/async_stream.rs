@@ -84,13 +84,15 @@ where
 ///     let server = homa::AsyncEndpoint::bind("127.0.0.1:0".parse()?, homa::Config::default())?;
 ///     let client = homa::AsyncEndpoint::bind("127.0.0.1:0".parse()?, homa::Config::default())?;
 ///     let addr = server.local_addr();
-///     // The server echoes every message, then finishes after the client.
+///     // The server echoes every message, then finishes after the client
+///     // and waits until its end is acknowledged before its endpoint goes.
 ///     let echo = tokio::spawn(async move {
 ///         let s = server.accept_stream().await?;
 ///         while let Some(m) = s.recv().await? {
 ///             s.send(m).await?;
 ///         }
-///         s.finish().await
+///         s.finish().await?;
+///         s.closed().await
 ///     });
 ///     let s = client.open_stream(addr).await?;
 ///     s.send(Bytes::from_static(b"one")).await?;
@@ -212,6 +214,22 @@ impl AsyncStream {
     /// follows the messages already queued). Idempotent.
     pub async fn finish(&self) -> Result<(), Error> {
         self.stream.finish()
+    }
+
+    /// Resolves once the stream has closed (both directions ended and our
+    /// end acknowledged), as [`Stream::wait_closed`]: await it before
+    /// dropping the endpoint right after [`AsyncStream::finish`], or the
+    /// end may never reach the peer. Fails with the stream's failure.
+    ///
+    /// Cancel-safe. For a time limit, wrap it in `tokio::time::timeout`.
+    pub async fn closed(&self) -> Result<(), Error> {
+        let id = self.id();
+        wait(
+            self.stream.endpoint().inner(),
+            WaitFor::Stream(id),
+            move |s: &mut Streams| s.closed_ready(id),
+        )
+        .await
     }
 
     /// Whether [`AsyncStream::finish`] succeeded on this handle.

@@ -143,6 +143,19 @@ impl Streams {
         s.writable.then_some(Ok(()))
     }
 
+    /// A check of [`Stream::wait_closed`]: closed (both directions ended,
+    /// ours acknowledged), the stream's failure, or `None` to wait on.
+    pub(crate) fn closed_ready(&self, id: RpcId) -> Option<Result<(), Error>> {
+        match self.by_id.get(&id) {
+            None => Some(Err(Error::UnknownRpc(id))),
+            Some(Slot {
+                failed: Some(e), ..
+            }) => Some(Err((*e).into())),
+            Some(s) if s.closed => Some(Ok(())),
+            Some(_) => None,
+        }
+    }
+
     /// A waiting receiver's check: the next message, the end (`None`), the
     /// failure once the messages before it are read, or `None` to wait on.
     pub(crate) fn recv_ready(&mut self, id: RpcId) -> Option<Result<Option<Message>, Error>> {
@@ -386,6 +399,26 @@ impl Stream {
         })??;
         self.finished.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Waits (at most `timeout`, or for ever) until the stream has closed:
+    /// both directions ended and our end acknowledged, so the peer has
+    /// every message we sent and knows nothing more will come. Fails with
+    /// the stream's failure, or [`Error::Timeout`].
+    ///
+    /// Wait for this before closing the endpoint right after
+    /// [`Stream::finish`]: shutting an endpoint down ends its streams at
+    /// once, and what was not yet delivered (the end included) is lost.
+    /// Closing needs [`Stream::finish`] here and the peer's end; unread
+    /// messages do not hold it back.
+    pub fn wait_closed(&self, timeout: Option<Duration>) -> Result<(), Error> {
+        let id = self.id;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.endpoint
+            .inner()
+            .wait_stream(WaitFor::Stream(id), deadline, |streams| {
+                streams.closed_ready(id)
+            })
     }
 
     /// Aborts the stream now (as dropping it unfinished does).

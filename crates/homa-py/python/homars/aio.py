@@ -107,6 +107,13 @@ class AsyncStream:
         every message sent before. Receiving goes on. Idempotent."""
         await self._s.finish()
 
+    async def wait_closed(self, timeout: Optional[float] = None) -> None:
+        """Waits until the stream has closed: both directions ended and ours
+        acknowledged, so the peer has everything; at most ``timeout`` seconds
+        (:class:`homars.HomaTimeout`). Await it before closing the endpoint
+        right after :meth:`finish`, or the end may never reach the peer."""
+        await self._s.wait_closed(timeout)
+
     async def close(self) -> None:
         """Lets the stream go: aborts it unless finished (calls still waiting
         on it raise :class:`homars.StreamReset`). Idempotent."""

@@ -579,7 +579,12 @@ impl Endpoint {
     /// (finished RPCs, and abandoned ones, which servers may then free; see
     /// [`homa_core::Endpoint::close`]), for at most 100 ms: otherwise a Linux
     /// server would ask for them with a NEED_ACK every millisecond for as
-    /// long as it runs. The same happens when the last handle is dropped.
+    /// long as it runs. Packets already due (one the pacer held back, the
+    /// rest of a reply's unscheduled bytes) go out first. Streams end at
+    /// once: what the peer has not acknowledged yet, an end after
+    /// [`Stream::finish`](crate::Stream::finish) included, may be lost;
+    /// wait for [`Stream::wait_closed`](crate::Stream::wait_closed) first.
+    /// The same happens when the last handle is dropped.
     pub fn shutdown(&self) {
         self.inner.shutdown();
     }
@@ -650,18 +655,24 @@ impl Inner {
         self.flush_on_close();
     }
 
-    /// Ends the core's RPCs and sends the ACK packets that produces (not
-    /// through the pacer or the fault shim: a handful of small packets),
-    /// within [`CLOSE_FLUSH_TIME`].
+    /// Sends what the core had already decided to send (a packet the pacer
+    /// held back, whatever is ready now: the end of a stream the
+    /// application finished, the rest of a reply's unscheduled bytes), then
+    /// ends the core's RPCs and sends the ACK packets that produces; not
+    /// through the pacer or the fault shim, within [`CLOSE_FLUSH_TIME`].
+    /// (Closing right after `finish` lost the stream's end: the peer's
+    /// reader waited for it forever, an idle stream having no keepalive.)
     fn flush_on_close(&self) {
         let start = Instant::now();
         let mut out = Vec::new();
         {
             let mut st = self.lock();
             let now = self.now();
+            out.extend(st.held.take());
+            while let Some(t) = st.core.poll_transmit(now) {
+                out.push(t);
+            }
             st.core.close(now);
-            // (A paced DATA packet held back belongs to an RPC now ended.)
-            st.held = None;
             while let Some(t) = st.core.poll_transmit(now) {
                 out.push(t);
             }
@@ -680,7 +691,7 @@ impl Inner {
             s.send_calls.fetch_add(1, Ordering::Relaxed);
         }
         if sent < out.len() {
-            tracing::debug!(sent, owed = out.len(), "not every ACK went out on close");
+            tracing::debug!(sent, owed = out.len(), "not every packet went out on close");
         }
     }
 
