@@ -29,53 +29,90 @@ pub enum Timer {
     GrantPause(SocketAddr),
 }
 
-/// Deadlines of all timers.
+impl Timer {
+    /// Whether running this timer somewhat late (a few milliseconds, e.g.
+    /// a kernel timeout's jiffy) does no harm: flushing owed acks (the
+    /// peer keeps an RPC's state a little longer), forgetting idle peers,
+    /// recomputing the cutoffs. The others are strict: an RPC's silence
+    /// check (a late one delays the recovery of every lost packet), the
+    /// receiver policy's decisions (paced credit), a grant pause's end.
+    pub fn is_lenient(&self) -> bool {
+        matches!(self, Timer::Acks(_) | Timer::PeerSweep | Timer::Cutoffs)
+    }
+}
+
+/// Deadlines of all timers, strict and lenient ones apart (so that the
+/// earliest strict deadline is found in O(log n) as well).
 #[derive(Debug, Default)]
 pub struct TimerTable {
-    set: BTreeSet<(Nanos, Timer)>,
+    strict: BTreeSet<(Nanos, Timer)>,
+    lenient: BTreeSet<(Nanos, Timer)>,
 }
 
 impl TimerTable {
+    fn of(&mut self, timer: &Timer) -> &mut BTreeSet<(Nanos, Timer)> {
+        if timer.is_lenient() {
+            &mut self.lenient
+        } else {
+            &mut self.strict
+        }
+    }
+
     /// Files `timer` at `at`, replacing its deadline `old` if it had one.
     /// Returns `at`, which the owner stores as its current deadline.
     pub fn set(&mut self, timer: Timer, old: Option<Nanos>, at: Nanos) -> Nanos {
+        let set = self.of(&timer);
         if let Some(o) = old {
-            self.set.remove(&(o, timer));
+            set.remove(&(o, timer));
         }
-        self.set.insert((at, timer));
+        set.insert((at, timer));
         at
     }
 
     /// Removes `timer` filed at `at`.
     pub fn cancel(&mut self, timer: Timer, at: Option<Nanos>) {
         if let Some(at) = at {
-            self.set.remove(&(at, timer));
+            self.of(&timer).remove(&(at, timer));
+        }
+    }
+
+    /// The earliest timer of both sets, by (deadline, timer): the one
+    /// order timers run in.
+    fn first(&self) -> Option<(Nanos, Timer)> {
+        match (self.strict.first(), self.lenient.first()) {
+            (Some(a), Some(b)) => Some(*a.min(b)),
+            (a, b) => a.or(b).copied(),
         }
     }
 
     /// The earliest deadline.
     pub fn next(&self) -> Option<Nanos> {
-        self.set.first().map(|&(t, _)| t)
+        self.first().map(|(t, _)| t)
+    }
+
+    /// The earliest deadline of a strict timer (see [`Timer::is_lenient`]).
+    pub fn next_strict(&self) -> Option<Nanos> {
+        self.strict.first().map(|&(t, _)| t)
     }
 
     /// Takes the earliest timer if it is due at `now`.
     pub fn pop_due(&mut self, now: Nanos) -> Option<(Nanos, Timer)> {
-        let &(t, timer) = self.set.first()?;
+        let (t, timer) = self.first()?;
         if t > now {
             return None;
         }
-        self.set.pop_first();
+        self.of(&timer).pop_first();
         Some((t, timer))
     }
 
     /// Timers filed.
     pub fn len(&self) -> usize {
-        self.set.len()
+        self.strict.len() + self.lenient.len()
     }
 
     /// True when no timer is filed.
     pub fn is_empty(&self) -> bool {
-        self.set.is_empty()
+        self.strict.is_empty() && self.lenient.is_empty()
     }
 }
 
@@ -99,5 +136,28 @@ mod tests {
         assert_eq!(t.pop_due(60), None);
         t.cancel(Timer::Rpc(rpc), Some(70));
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn strict_deadlines_apart_from_lenient_ones_one_order_for_both() {
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let rpc = RpcId { id: 2, peer };
+        let mut t = TimerTable::default();
+        t.set(Timer::Acks(peer), None, 10);
+        t.set(Timer::PeerSweep, None, 30);
+        t.set(Timer::Rpc(rpc), None, 30);
+        t.set(Timer::Policy, None, 40);
+        assert_eq!(t.next(), Some(10));
+        assert_eq!(t.next_strict(), Some(30));
+        assert_eq!(t.len(), 4);
+        // Due timers come in (deadline, timer) order across both sets: at
+        // 30 the RPC's check before the sweep, as in one table.
+        assert_eq!(t.pop_due(50), Some((10, Timer::Acks(peer))));
+        assert_eq!(t.pop_due(50), Some((30, Timer::Rpc(rpc))));
+        assert_eq!(t.pop_due(50), Some((30, Timer::PeerSweep)));
+        assert_eq!(t.next_strict(), Some(40));
+        t.cancel(Timer::Policy, Some(40));
+        assert!(t.is_empty());
+        assert_eq!(t.next_strict(), None);
     }
 }

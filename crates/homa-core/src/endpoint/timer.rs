@@ -54,6 +54,17 @@ impl Endpoint {
         }
     }
 
+    /// The earliest deadline that must not be overslept (an RPC's silence
+    /// check, the receiver policy's, a grant pause's end), or `None`.
+    /// Every deadline before it that [`Endpoint::poll_timeout`] gives may
+    /// be served a little late (a few milliseconds: flushing owed acks,
+    /// forgetting idle peers, recomputing the cutoffs, expiring the
+    /// at-most-once memory), e.g. by a kernel timeout of whole jiffies
+    /// instead of a precise sleep.
+    pub fn poll_timeout_strict(&self) -> Option<Nanos> {
+        self.timers.next_strict()
+    }
+
     /// Runs the timers that are due: loss detection, RESENDs, probes,
     /// NEED_ACKs, giving up on silent peers, ack flushing and forgetting idle
     /// peers. Call at or after [`Endpoint::poll_timeout`]; calling early is

@@ -149,18 +149,21 @@ impl Inner {
     /// `socket/timeout.rs`) by the caller's deadline and the core's next
     /// timer. Only for the pacer's and the fault shim's deadlines, which
     /// need more precision, does the background thread kick the reader; a
-    /// deadline nearer than a jiffy is slept for in `ppoll`, which needs no
-    /// other thread either.
+    /// strict deadline nearer than a jiffy is slept for in `ppoll`, which
+    /// needs no other thread either. (The core's lenient timers, an ack
+    /// flush above all, may be served up to a jiffy late: before that
+    /// distinction a client slept in `ppoll` on nearly every round trip.)
     pub(super) fn sleep_until_input(&self, deadline: Option<Instant>, mode: ReadMode) -> bool {
         let now = self.now();
         let mut st = self.lock();
         let since = |t: Nanos| Duration::from_nanos(t.saturating_sub(now));
-        // The core's timers and the caller's deadline must not be missed
-        // (a late RESEND tick delays the recovery of every lost packet);
-        // the safety net of `MAX_SLEEP`, when nothing comes sooner, may
-        // run late by less than a jiffy.
+        // The core's strict timers and the caller's deadline must not be
+        // missed (a late RESEND tick delays the recovery of every lost
+        // packet); its lenient ones (an ack flush: a client nearly always
+        // has one under a jiffy away) and the safety net of `MAX_SLEEP`,
+        // when nothing comes sooner, may run late by less than a jiffy.
         let core = st.core.poll_timeout().map(since);
-        let netted = core.is_none_or(|c| c >= MAX_SLEEP);
+        let strict = st.core.poll_timeout_strict().map(since);
         let coarse = core.unwrap_or(MAX_SLEEP).min(MAX_SLEEP);
         let user = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         // Deadlines finer than a jiffy: the pacer's and the fault shim's.
@@ -183,11 +186,9 @@ impl Inner {
             let jiffy = crate::socket::jiffy();
             let fine_first = fine.is_some_and(|f| f <= wait);
             if let (false, Some(j)) = (fine_first, jiffy) {
-                let late = if netted {
-                    coarse + j - Duration::from_nanos(1)
-                } else {
-                    coarse
-                };
+                let late = strict
+                    .unwrap_or(Duration::MAX)
+                    .min(coarse + j - Duration::from_nanos(1));
                 let latest = late.min(exact.unwrap_or(Duration::MAX));
                 if self.sock.bound_recv_wait(latest) {
                     st.recv_blocked = true;
