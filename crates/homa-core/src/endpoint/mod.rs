@@ -5,16 +5,16 @@
 //!   messages ([`crate::rpc`]);
 //! - the peer table ([`crate::peer::PeerTable`], bounded, idle peers
 //!   forgotten first);
-//! - the receiver ([`receiver::Receiver`]: reassembly budget, cutoffs, and
+//! - the receiver (`receiver::Receiver`: reassembly budget, cutoffs, and
 //!   the [`ReceiverPolicy`] that grants);
-//! - the sender ([`sender::Sender`]: the control queue and the
+//! - the sender (`sender::Sender`: the control queue and the
 //!   [`SenderPolicy`] that orders data);
-//! - acks ([`crate::ack::AckMemory`]) and all timers in one table
-//!   ([`crate::timers::TimerTable`]).
+//! - acks ([`crate::ack::AckMemory`]) and all timers in one table, strict
+//!   and lenient ones apart ([`crate::timers::TimerTable`]).
 //!
 //! The code is split by what drives it: the application API here,
-//! [`input`] for received packets, [`output`] for packets to send,
-//! [`timer`] for timeouts, [`diag`] for diagnostics.
+//! `input` for received packets, `output` for packets to send,
+//! `timer` for timeouts, `diag` for diagnostics.
 
 mod bytedance;
 mod diag;
