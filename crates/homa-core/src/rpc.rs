@@ -6,6 +6,7 @@ use crate::incoming::InMessage;
 use crate::outgoing::OutMessage;
 use crate::srpt;
 use crate::stream::{Handshake, StreamState};
+use crate::timers::RpcTimer;
 use crate::Nanos;
 use homa_wire::RESEND_ALL;
 
@@ -122,8 +123,8 @@ pub struct Rpc {
     pub last_heard: Nanos,
     /// Timer rounds (RESENDs, probes or NEED_ACKs) sent since then.
     pub unanswered: u32,
-    /// Deadline filed in the timer table, if any.
-    pub timer: Option<Nanos>,
+    /// Silence check filed in the timer table, if any.
+    pub timer: Option<RpcTimer>,
     /// Whether the RPC waited on its peer when last looked at.
     pub waiting: bool,
     /// A timer-packet slot reserved for this tick (see
@@ -214,6 +215,14 @@ impl Rpc {
                 None => (0, 0),
             },
         }
+    }
+
+    /// Whether this RPC's silence check may run up to a jiffy late: a
+    /// server's response is all sent and only its ack is awaited, so a late
+    /// NEED_ACK only keeps the RPC's state a little longer. (A stream's
+    /// acks move the stream on: they stay strict.)
+    pub fn lenient_wait(&self) -> bool {
+        matches!(self.phase, Phase::Responding { .. }) && self.wait() == Some(Wait::Ack)
     }
 
     /// What the RPC waits for from its peer, if anything.

@@ -41,6 +41,18 @@ impl Timer {
     }
 }
 
+/// Where an RPC's silence check is filed: its deadline and its set. An
+/// RPC's timer is strict, except while the RPC waits only for the ack of a
+/// response it sent (see `Rpc::lenient_wait`): a late NEED_ACK only keeps
+/// the RPC's state a little longer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpcTimer {
+    /// Deadline (ns).
+    pub at: Nanos,
+    /// Filed among the lenient timers.
+    pub lenient: bool,
+}
+
 /// Deadlines of all timers, strict and lenient ones apart (so that the
 /// earliest strict deadline is found in O(log n) as well).
 #[derive(Debug, Default)]
@@ -50,16 +62,22 @@ pub struct TimerTable {
 }
 
 impl TimerTable {
-    fn of(&mut self, timer: &Timer) -> &mut BTreeSet<(Nanos, Timer)> {
-        if timer.is_lenient() {
+    fn set_of(&mut self, lenient: bool) -> &mut BTreeSet<(Nanos, Timer)> {
+        if lenient {
             &mut self.lenient
         } else {
             &mut self.strict
         }
     }
 
-    /// Files `timer` at `at`, replacing its deadline `old` if it had one.
-    /// Returns `at`, which the owner stores as its current deadline.
+    fn of(&mut self, timer: &Timer) -> &mut BTreeSet<(Nanos, Timer)> {
+        debug_assert!(!matches!(timer, Timer::Rpc(_)), "RPC timers: set_rpc");
+        self.set_of(timer.is_lenient())
+    }
+
+    /// Files `timer` (not an RPC's: see [`TimerTable::set_rpc`]) at `at`,
+    /// replacing its deadline `old` if it had one. Returns `at`, which the
+    /// owner stores as its current deadline.
     pub fn set(&mut self, timer: Timer, old: Option<Nanos>, at: Nanos) -> Nanos {
         let set = self.of(&timer);
         if let Some(o) = old {
@@ -76,18 +94,34 @@ impl TimerTable {
         }
     }
 
+    /// Files RPC `id`'s silence check at `at`, among the lenient timers if
+    /// `lenient`. The RPC stores what this returns, for
+    /// [`TimerTable::cancel_rpc`].
+    pub fn set_rpc(&mut self, id: RpcId, at: Nanos, lenient: bool) -> RpcTimer {
+        self.set_of(lenient).insert((at, Timer::Rpc(id)));
+        RpcTimer { at, lenient }
+    }
+
+    /// Removes RPC `id`'s silence check, if filed.
+    pub fn cancel_rpc(&mut self, id: RpcId, filed: Option<RpcTimer>) {
+        if let Some(f) = filed {
+            self.set_of(f.lenient).remove(&(f.at, Timer::Rpc(id)));
+        }
+    }
+
     /// The earliest timer of both sets, by (deadline, timer): the one
-    /// order timers run in.
-    fn first(&self) -> Option<(Nanos, Timer)> {
+    /// order timers run in; and whether it is in the lenient set.
+    fn first(&self) -> Option<((Nanos, Timer), bool)> {
         match (self.strict.first(), self.lenient.first()) {
-            (Some(a), Some(b)) => Some(*a.min(b)),
-            (a, b) => a.or(b).copied(),
+            (Some(a), Some(b)) if b < a => Some((*b, true)),
+            (Some(a), _) => Some((*a, false)),
+            (None, b) => b.map(|b| (*b, true)),
         }
     }
 
     /// The earliest deadline.
     pub fn next(&self) -> Option<Nanos> {
-        self.first().map(|(t, _)| t)
+        self.first().map(|((t, _), _)| t)
     }
 
     /// The earliest deadline of a strict timer (see [`Timer::is_lenient`]).
@@ -97,11 +131,11 @@ impl TimerTable {
 
     /// Takes the earliest timer if it is due at `now`.
     pub fn pop_due(&mut self, now: Nanos) -> Option<(Nanos, Timer)> {
-        let (t, timer) = self.first()?;
+        let ((t, timer), lenient) = self.first()?;
         if t > now {
             return None;
         }
-        self.of(&timer).pop_first();
+        self.set_of(lenient).pop_first();
         Some((t, timer))
     }
 
@@ -125,16 +159,17 @@ mod tests {
         let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
         let rpc = RpcId { id: 2, peer };
         let mut t = TimerTable::default();
-        let a = t.set(Timer::Rpc(rpc), None, 50);
+        let a = t.set_rpc(rpc, 50, false);
         t.set(Timer::Acks(peer), None, 20);
         assert_eq!(t.next(), Some(20));
         assert_eq!(t.pop_due(10), None);
         assert_eq!(t.pop_due(20), Some((20, Timer::Acks(peer))));
         // Moving the RPC's deadline leaves one entry.
-        t.set(Timer::Rpc(rpc), Some(a), 70);
+        t.cancel_rpc(rpc, Some(a));
+        let b = t.set_rpc(rpc, 70, false);
         assert_eq!(t.len(), 1);
         assert_eq!(t.pop_due(60), None);
-        t.cancel(Timer::Rpc(rpc), Some(70));
+        t.cancel_rpc(rpc, Some(b));
         assert!(t.is_empty());
     }
 
@@ -145,7 +180,7 @@ mod tests {
         let mut t = TimerTable::default();
         t.set(Timer::Acks(peer), None, 10);
         t.set(Timer::PeerSweep, None, 30);
-        t.set(Timer::Rpc(rpc), None, 30);
+        t.set_rpc(rpc, 30, false);
         t.set(Timer::Policy, None, 40);
         assert_eq!(t.next(), Some(10));
         assert_eq!(t.next_strict(), Some(30));
@@ -159,5 +194,37 @@ mod tests {
         t.cancel(Timer::Policy, Some(40));
         assert!(t.is_empty());
         assert_eq!(t.next_strict(), None);
+    }
+
+    #[test]
+    fn an_rpc_timer_lenient_or_strict_as_filed_one_order_for_both() {
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let a = RpcId { id: 2, peer };
+        let b = RpcId { id: 4, peer };
+        let mut t = TimerTable::default();
+        let fa = t.set_rpc(a, 30, true);
+        let fb = t.set_rpc(b, 30, false);
+        assert_eq!(
+            fa,
+            RpcTimer {
+                at: 30,
+                lenient: true
+            }
+        );
+        // Only the strict one counts for a precise sleep.
+        assert_eq!(t.next(), Some(30));
+        assert_eq!(t.next_strict(), Some(30));
+        t.cancel_rpc(b, Some(fb));
+        assert_eq!(t.next_strict(), None);
+        assert_eq!(t.next(), Some(30));
+        // Cancelling looks in the set it was filed in.
+        t.cancel_rpc(a, Some(fa));
+        assert!(t.is_empty());
+        // Same deadline: (deadline, timer) order across both sets.
+        t.set_rpc(b, 30, true);
+        t.set_rpc(a, 30, false);
+        assert_eq!(t.pop_due(30), Some((30, Timer::Rpc(a))));
+        assert_eq!(t.pop_due(30), Some((30, Timer::Rpc(b))));
+        assert!(t.is_empty());
     }
 }

@@ -405,9 +405,20 @@ impl Endpoint {
             rpc.heard(now.max(rpc.last_heard));
         }
         rpc.waiting = waiting;
-        if waiting && rpc.timer.is_none() {
-            let at = timer::due(&self.config, rpc);
-            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, at));
+        if waiting {
+            match rpc.timer {
+                None => {
+                    let at = timer::due(&self.config, rpc);
+                    timer::file_rpc_timer(&mut self.timers, id, rpc, at);
+                }
+                // It waits for more than an ack again: the same deadline,
+                // kept strictly.
+                Some(t) if t.lenient && !rpc.lenient_wait() => {
+                    self.timers.cancel_rpc(id, Some(t));
+                    timer::file_rpc_timer(&mut self.timers, id, rpc, t.at);
+                }
+                Some(_) => {}
+            }
         }
         if held {
             self.hold_for_pause(now, id);
@@ -444,7 +455,7 @@ impl Endpoint {
         }
         self.sender.forget(id, rpc);
         self.receiver.forget(id, rpc);
-        self.timers.cancel(Timer::Rpc(id), rpc.timer.take());
+        self.timers.cancel_rpc(id, rpc.timer.take());
         Some(rpc.is_client())
     }
 

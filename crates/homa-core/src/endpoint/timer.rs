@@ -9,7 +9,7 @@
 use super::Endpoint;
 use crate::event::{RpcError, RpcId};
 use crate::rpc::{Phase, Rpc, Wait};
-use crate::timers::Timer;
+use crate::timers::{Timer, TimerTable};
 use crate::{Config, Nanos};
 use homa_wire::Body;
 use tracing::trace;
@@ -35,6 +35,12 @@ pub(super) fn due(config: &Config, rpc: &Rpc) -> Nanos {
         first + rpc.unanswered * config.resend_interval
     };
     on_tick(config, rpc.last_heard + ticks as u64 * config.tick_ns)
+}
+
+/// Files RPC `id`'s silence check at `at`: among the lenient timers while
+/// it waits only for the ack of its response (`Rpc::lenient_wait`).
+pub(super) fn file_rpc_timer(timers: &mut TimerTable, id: RpcId, rpc: &mut Rpc, at: Nanos) {
+    rpc.timer = Some(timers.set_rpc(id, at, rpc.lenient_wait()));
 }
 
 /// `t` rounded up to a tick boundary: RPC timers fire together at ticks, so
@@ -145,7 +151,7 @@ impl Endpoint {
         let at = due(&self.config, rpc);
         if now < at {
             // There was progress since the timer was filed.
-            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, at));
+            file_rpc_timer(&mut self.timers, id, rpc, at);
             return false;
         }
         // While the downlink is busy, bytes we granted are most likely
@@ -159,7 +165,7 @@ impl Endpoint {
                 rpc.last_heard = busy;
                 let at = due(&self.config, rpc);
                 if now < at {
-                    rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, at));
+                    file_rpc_timer(&mut self.timers, id, rpc, at);
                     self.metrics.timeouts_postponed_busy += 1;
                     return false;
                 }
@@ -172,7 +178,7 @@ impl Endpoint {
         if backlogged && proven {
             let rpc = self.rpcs.get_mut(&id).expect("present");
             let next = on_tick(&self.config, now + self.config.tick_ns);
-            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
+            file_rpc_timer(&mut self.timers, id, rpc, next);
             return false;
         }
         let limit = if proven {
@@ -199,7 +205,7 @@ impl Endpoint {
             rpc.unanswered += 1;
             self.metrics.silent_rounds += 1;
             let next = due(&self.config, rpc).max(on_tick(&self.config, now + self.config.tick_ns));
-            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
+            file_rpc_timer(&mut self.timers, id, rpc, next);
             return false;
         }
         let tick = now / self.config.tick_ns;
@@ -218,7 +224,7 @@ impl Endpoint {
             self.metrics.timer_rounds_deferred += 1;
             rpc.slot = Some(slot);
             let at = slot * self.config.tick_ns;
-            rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, at));
+            file_rpc_timer(&mut self.timers, id, rpc, at);
             return false;
         }
         // A client RPC's server that sent us anything since this RPC's last
@@ -240,7 +246,7 @@ impl Endpoint {
         }
         // (A late timer does not fire a burst of rounds to catch up.)
         let next = due(&self.config, rpc).max(on_tick(&self.config, now + self.config.tick_ns));
-        rpc.timer = Some(self.timers.set(Timer::Rpc(id), None, next));
+        file_rpc_timer(&mut self.timers, id, rpc, next);
         // (`timeouts` counts the rounds that ask for data or probe, as
         // before; NEED_ACKs have their own counter.)
         self.metrics.timeouts += (wait != Wait::Ack) as u64;
