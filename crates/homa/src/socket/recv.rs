@@ -3,6 +3,7 @@
 //! the `IP_RECVTOS` / `IPV6_RECVTCLASS` control message over UDP, from the
 //! IP header itself over raw IPv4).
 
+use super::pool::BufPool;
 use super::{HomaSocket, Kind};
 use crate::cmsg::{self, CmsgBuf};
 use std::io;
@@ -18,6 +19,11 @@ const RECV_BUF: usize = 65_536;
 /// slice keeps its whole buffer alive, so smaller ones are copied, and the
 /// memory a kept packet pins stays within 4x the payload the core counts.
 const ZERO_COPY_MIN: usize = RECV_BUF / 4;
+
+/// Most receive buffers an endpoint keeps for reuse once the messages that
+/// held them are dropped (2 MiB): about what a few 500 KB messages at once
+/// have in flight. Beyond it, buffers given back are freed.
+const POOL_MAX: usize = 32;
 
 /// One received packet (a GRO batch is cut into its packets).
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +53,9 @@ pub(crate) struct RecvBufs {
     msgs: Vec<libc::mmsghdr>,
     /// Datagrams of the last receive.
     got: Vec<Datagram>,
+    /// Where buffers handed over with their datagrams come back to, and
+    /// their replacements come from.
+    pool: BufPool,
 }
 
 // SAFETY: the raw pointers in `iovs` and `msgs` point only into this
@@ -65,6 +74,7 @@ impl RecvBufs {
             iovs: Vec::with_capacity(n),
             msgs: Vec::with_capacity(n),
             got: Vec::new(),
+            pool: BufPool::new(RECV_BUF, POOL_MAX),
         }
     }
 
@@ -76,15 +86,17 @@ impl RecvBufs {
 
     /// Datagram `i` as owned bytes without a copy, if it is large
     /// ([`ZERO_COPY_MIN`]) and alone in its buffer: the buffer is handed
-    /// over and a fresh one takes its place. `None` otherwise (read it with
-    /// [`RecvBufs::datagram`]). Each datagram is taken at most once.
+    /// over (it comes back to the pool when the message drops the last
+    /// slice of it) and one from the pool takes its place. `None` otherwise
+    /// (read it with [`RecvBufs::datagram`]). Each datagram is taken at most
+    /// once.
     pub(crate) fn take_datagram(&mut self, i: usize) -> Option<(SocketAddr, bytes::Bytes, bool)> {
         let d = self.got[i];
         if !d.alone || d.len < ZERO_COPY_MIN {
             return None;
         }
-        let buf = std::mem::replace(&mut self.bufs[d.buf], Vec::with_capacity(RECV_BUF));
-        let b = bytes::Bytes::from(buf).slice(d.start..d.start + d.len);
+        let buf = std::mem::replace(&mut self.bufs[d.buf], self.pool.get());
+        let b = self.pool.lend(buf, d.start, d.start + d.len);
         Some((d.src, b, d.ce))
     }
 }
@@ -138,6 +150,7 @@ impl HomaSocket {
             iovs,
             msgs,
             got,
+            ..
         } = rb;
         got.clear();
         iovs.clear();
@@ -449,5 +462,8 @@ mod tests {
             }
         }
         assert!(rb.bufs.iter().all(|b| b.capacity() >= RECV_BUF));
+        // Each taken buffer came back when its bytes were dropped, and was
+        // reused for the next round: one is kept now.
+        assert_eq!(rb.pool.len(), 1);
     }
 }
