@@ -78,6 +78,16 @@ impl RecvBufs {
         }
     }
 
+    /// Gives the first `n` slots whose buffers were handed over a buffer
+    /// from the pool, for the kernel to write to now.
+    fn refill(&mut self, n: usize) {
+        for b in self.bufs.iter_mut().take(n) {
+            if b.capacity() == 0 {
+                *b = self.pool.get();
+            }
+        }
+    }
+
     /// Datagram `i` of the last receive: its source, bytes and CE mark.
     pub(crate) fn datagram(&self, i: usize) -> (SocketAddr, &[u8], bool) {
         let d = self.got[i];
@@ -95,7 +105,10 @@ impl RecvBufs {
         if !d.alone || d.len < ZERO_COPY_MIN {
             return None;
         }
-        let buf = std::mem::replace(&mut self.bufs[d.buf], self.pool.get());
+        // (The slot is refilled from the pool just before the kernel next
+        // writes to it, [`RecvBufs::refill`]: the buffer it gets then is
+        // the one given back last, likely still in the cache.)
+        let buf = std::mem::take(&mut self.bufs[d.buf]);
         let b = self.pool.lend(buf, d.start, d.start + d.len);
         Some((d.src, b, d.ce))
     }
@@ -143,6 +156,7 @@ impl HomaSocket {
             return self.recv_one(rb, flags);
         }
         let n = rb.bufs.len().min(max.max(1));
+        rb.refill(n);
         let RecvBufs {
             bufs,
             names,
@@ -251,6 +265,7 @@ impl HomaSocket {
     /// UDP socket needs its TOS control message for ECN.
     fn recv_one(&self, rb: &mut RecvBufs, flags: libc::c_int) -> io::Result<usize> {
         rb.got.clear();
+        rb.refill(1);
         if self.ecn && self.kind != Kind::Raw4 {
             return self.recv_one_msg(rb, flags);
         }
@@ -440,6 +455,7 @@ mod tests {
         let tx = std::net::UdpSocket::bind(any).unwrap();
         let big: Vec<u8> = (0..40_000u32).map(|i| (i * 7) as u8).collect();
         let mut rb = RecvBufs::new(4);
+        let mut first_buf = None;
         for round in 0..3u8 {
             tx.send_to(&big, local).unwrap();
             tx.send_to(&[round; 100], local).unwrap();
@@ -453,6 +469,10 @@ mod tests {
                         let (src, owned, _) = rb.take_datagram(i).expect("large: taken");
                         assert_eq!(src.port(), tx.local_addr().unwrap().port());
                         assert_eq!(&owned[..], &big[..], "round {round}: taken bytes");
+                        // The buffer given back (the bytes are dropped
+                        // below) is the one the next receive writes to.
+                        let at = *first_buf.get_or_insert(owned.as_ptr());
+                        assert_eq!(owned.as_ptr(), at, "round {round}: reused");
                     } else {
                         assert_eq!(bytes, &[round; 100][..], "round {round}");
                         assert!(rb.take_datagram(i).is_none(), "small: copied, not taken");
@@ -461,7 +481,11 @@ mod tests {
                 got += n;
             }
         }
-        assert!(rb.bufs.iter().all(|b| b.capacity() >= RECV_BUF));
+        // (A slot whose buffer was taken is refilled by the next receive.)
+        assert!(rb
+            .bufs
+            .iter()
+            .all(|b| b.capacity() >= RECV_BUF || b.capacity() == 0));
         // Each taken buffer came back when its bytes were dropped, and was
         // reused for the next round: one is kept now.
         assert_eq!(rb.pool.len(), 1);
