@@ -2,6 +2,7 @@
 //! sends with a per-packet TOS byte (`priority << 5`, plus ECT(0) in SIRD
 //! mode) and UDP GSO, batched receives with UDP GRO (in [`recv`]).
 
+mod pool;
 mod recv;
 mod timeout;
 

@@ -3,6 +3,7 @@
 //! the `IP_RECVTOS` / `IPV6_RECVTCLASS` control message over UDP, from the
 //! IP header itself over raw IPv4).
 
+use super::pool::BufPool;
 use super::{HomaSocket, Kind};
 use crate::cmsg::{self, CmsgBuf};
 use std::io;
@@ -18,6 +19,11 @@ const RECV_BUF: usize = 65_536;
 /// slice keeps its whole buffer alive, so smaller ones are copied, and the
 /// memory a kept packet pins stays within 4x the payload the core counts.
 const ZERO_COPY_MIN: usize = RECV_BUF / 4;
+
+/// Most receive buffers an endpoint keeps for reuse once the messages that
+/// held them are dropped (2 MiB): about what a few 500 KB messages at once
+/// have in flight. Beyond it, buffers given back are freed.
+const POOL_MAX: usize = 32;
 
 /// One received packet (a GRO batch is cut into its packets).
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +53,9 @@ pub(crate) struct RecvBufs {
     msgs: Vec<libc::mmsghdr>,
     /// Datagrams of the last receive.
     got: Vec<Datagram>,
+    /// Where buffers handed over with their datagrams come back to, and
+    /// their replacements come from.
+    pool: BufPool,
 }
 
 // SAFETY: the raw pointers in `iovs` and `msgs` point only into this
@@ -65,6 +74,17 @@ impl RecvBufs {
             iovs: Vec::with_capacity(n),
             msgs: Vec::with_capacity(n),
             got: Vec::new(),
+            pool: BufPool::new(RECV_BUF, POOL_MAX),
+        }
+    }
+
+    /// Gives the first `n` slots whose buffers were handed over a buffer
+    /// from the pool, for the kernel to write to now.
+    fn refill(&mut self, n: usize) {
+        for b in self.bufs.iter_mut().take(n) {
+            if b.capacity() == 0 {
+                *b = self.pool.get();
+            }
         }
     }
 
@@ -76,15 +96,20 @@ impl RecvBufs {
 
     /// Datagram `i` as owned bytes without a copy, if it is large
     /// ([`ZERO_COPY_MIN`]) and alone in its buffer: the buffer is handed
-    /// over and a fresh one takes its place. `None` otherwise (read it with
-    /// [`RecvBufs::datagram`]). Each datagram is taken at most once.
+    /// over (it comes back to the pool when the message drops the last
+    /// slice of it) and one from the pool takes its place. `None` otherwise
+    /// (read it with [`RecvBufs::datagram`]). Each datagram is taken at most
+    /// once.
     pub(crate) fn take_datagram(&mut self, i: usize) -> Option<(SocketAddr, bytes::Bytes, bool)> {
         let d = self.got[i];
         if !d.alone || d.len < ZERO_COPY_MIN {
             return None;
         }
-        let buf = std::mem::replace(&mut self.bufs[d.buf], Vec::with_capacity(RECV_BUF));
-        let b = bytes::Bytes::from(buf).slice(d.start..d.start + d.len);
+        // (The slot is refilled from the pool just before the kernel next
+        // writes to it, [`RecvBufs::refill`]: the buffer it gets then is
+        // the one given back last, likely still in the cache.)
+        let buf = std::mem::take(&mut self.bufs[d.buf]);
+        let b = self.pool.lend(buf, d.start, d.start + d.len);
         Some((d.src, b, d.ce))
     }
 }
@@ -131,6 +156,7 @@ impl HomaSocket {
             return self.recv_one(rb, flags);
         }
         let n = rb.bufs.len().min(max.max(1));
+        rb.refill(n);
         let RecvBufs {
             bufs,
             names,
@@ -138,6 +164,7 @@ impl HomaSocket {
             iovs,
             msgs,
             got,
+            ..
         } = rb;
         got.clear();
         iovs.clear();
@@ -238,6 +265,7 @@ impl HomaSocket {
     /// UDP socket needs its TOS control message for ECN.
     fn recv_one(&self, rb: &mut RecvBufs, flags: libc::c_int) -> io::Result<usize> {
         rb.got.clear();
+        rb.refill(1);
         if self.ecn && self.kind != Kind::Raw4 {
             return self.recv_one_msg(rb, flags);
         }
@@ -427,6 +455,7 @@ mod tests {
         let tx = std::net::UdpSocket::bind(any).unwrap();
         let big: Vec<u8> = (0..40_000u32).map(|i| (i * 7) as u8).collect();
         let mut rb = RecvBufs::new(4);
+        let mut first_buf = None;
         for round in 0..3u8 {
             tx.send_to(&big, local).unwrap();
             tx.send_to(&[round; 100], local).unwrap();
@@ -440,6 +469,10 @@ mod tests {
                         let (src, owned, _) = rb.take_datagram(i).expect("large: taken");
                         assert_eq!(src.port(), tx.local_addr().unwrap().port());
                         assert_eq!(&owned[..], &big[..], "round {round}: taken bytes");
+                        // The buffer given back (the bytes are dropped
+                        // below) is the one the next receive writes to.
+                        let at = *first_buf.get_or_insert(owned.as_ptr());
+                        assert_eq!(owned.as_ptr(), at, "round {round}: reused");
                     } else {
                         assert_eq!(bytes, &[round; 100][..], "round {round}");
                         assert!(rb.take_datagram(i).is_none(), "small: copied, not taken");
@@ -448,6 +481,13 @@ mod tests {
                 got += n;
             }
         }
-        assert!(rb.bufs.iter().all(|b| b.capacity() >= RECV_BUF));
+        // (A slot whose buffer was taken is refilled by the next receive.)
+        assert!(rb
+            .bufs
+            .iter()
+            .all(|b| b.capacity() >= RECV_BUF || b.capacity() == 0));
+        // Each taken buffer came back when its bytes were dropped, and was
+        // reused for the next round: one is kept now.
+        assert_eq!(rb.pool.len(), 1);
     }
 }
