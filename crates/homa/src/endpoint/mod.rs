@@ -198,8 +198,9 @@ pub(crate) struct Inner {
     state: parking_lot::Mutex<State>,
     /// Application threads inside `wait_until`.
     waiters: AtomicUsize,
-    /// Whether the host's CPUs are all busy (adaptive polling).
-    cpu: crate::contention::CpuContention,
+    /// Whether the host's CPUs are all busy (adaptive polling; one view
+    /// per process).
+    cpu: &'static crate::contention::CpuContention,
     /// The background thread sleeps here, apart from application threads.
     bg_cond: Condvar,
     closed: AtomicBool,
@@ -327,7 +328,7 @@ impl Endpoint {
             stats: Stats::default(),
             config,
             waiters: AtomicUsize::new(0),
-            cpu: crate::contention::CpuContention::new(),
+            cpu: crate::contention::CpuContention::shared(),
             bg_cond: Condvar::new(),
             closed: AtomicBool::new(false),
             background: Mutex::new(None),
