@@ -123,6 +123,9 @@ mod tests {
 
     #[test]
     fn the_process_shares_one_view() {
-        assert!(std::ptr::eq(CpuContention::shared(), CpuContention::shared()));
+        assert!(std::ptr::eq(
+            CpuContention::shared(),
+            CpuContention::shared()
+        ));
     }
 }
