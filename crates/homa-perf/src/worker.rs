@@ -8,7 +8,7 @@ use crate::workload::SizeSpec;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Consecutive failed RPCs after which a worker gives up.
@@ -16,6 +16,9 @@ const MAX_CONSECUTIVE_ERRORS: u32 = 10;
 /// Failed warm-up RPCs, none answered, after which a worker concludes that
 /// no server is there.
 const UNANSWERED_BEFORE_GIVING_UP: u32 = 2;
+/// How often a thread waiting at the start gate looks at the abort flag
+/// and, for the main thread, whether a worker ended early.
+const GATE_CHECK: Duration = Duration::from_millis(10);
 
 /// How a failed RPC affects the run.
 #[derive(Debug)]
@@ -101,12 +104,16 @@ pub(crate) fn run_closed_loop(
     let abort = AtomicBool::new(false);
     let start: OnceLock<Instant> = OnceLock::new();
     let claimed = AtomicU64::new(0);
+    // Workers that finished their warm-up sleep here until the start (a
+    // poll every 50 µs made 64 waiting workers cost a wake-up each per
+    // poll, which the client's CPU and context switches per RPC counted).
+    let gate = (Mutex::new(()), Condvar::new());
     let per_bucket = matches!(params.sizes, SizeSpec::Workload { .. });
 
     std::thread::scope(|scope| {
         let mut handles = Vec::new();
         for (i, mut client) in clients.into_iter().enumerate() {
-            let (ready, abort, start, claimed) = (&ready, &abort, &start, &claimed);
+            let (ready, abort, start, claimed, gate) = (&ready, &abort, &start, &claimed, &gate);
             let handle = std::thread::Builder::new()
                 .name(format!("client-{i}"))
                 .spawn_scoped(scope, move || {
@@ -145,14 +152,22 @@ pub(crate) fn run_closed_loop(
                     }
                     consecutive = 0;
                     ready.fetch_add(1, Ordering::SeqCst);
-                    let t0 = loop {
-                        if let Some(&t0) = start.get() {
-                            break t0;
+                    let t0 = {
+                        let mut g = gate.0.lock().unwrap_or_else(|p| p.into_inner());
+                        gate.1.notify_all();
+                        loop {
+                            if let Some(&t0) = start.get() {
+                                break t0;
+                            }
+                            if abort.load(Ordering::SeqCst) {
+                                return (rec, Instant::now(), fatal);
+                            }
+                            g = gate
+                                .1
+                                .wait_timeout(g, GATE_CHECK)
+                                .unwrap_or_else(|p| p.into_inner())
+                                .0;
                         }
-                        if abort.load(Ordering::SeqCst) {
-                            return (rec, Instant::now(), fatal);
-                        }
-                        std::thread::sleep(Duration::from_micros(50));
                     };
                     while fatal.is_none() {
                         match params.stop {
@@ -218,18 +233,25 @@ pub(crate) fn run_closed_loop(
                 }
             }
         }
+        let mut g = gate.0.lock().unwrap_or_else(|p| p.into_inner());
         while ready.load(Ordering::SeqCst) < handles.len() {
             // Before the start, a worker can only have finished by panicking.
             if handles.iter().any(|h| h.is_finished()) {
                 abort.store(true, Ordering::SeqCst);
                 break;
             }
-            std::thread::sleep(Duration::from_micros(50));
+            g = gate
+                .1
+                .wait_timeout(g, GATE_CHECK)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         let t0 = Instant::now();
         if !abort.load(Ordering::SeqCst) {
             let _ = start.set(t0);
         }
+        gate.1.notify_all();
+        drop(g);
         let mut recorder = Recorder::new(per_bucket);
         let mut end = t0;
         let mut first_fatal = None;

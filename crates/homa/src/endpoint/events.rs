@@ -55,6 +55,14 @@ impl Inner {
             }
         }
         if let Some(r) = r {
+            if let Some(h) = st.handoffs.remove(&rpc) {
+                // Straight to the thread waiting for it by id: woken, it
+                // takes it without the endpoint's lock.
+                st.claimed.remove(&rpc);
+                h.put(r);
+                st.parked.response_ready(rpc, true);
+                return;
+            }
             st.done.insert(rpc, r);
             st.done_order.push_back(rpc);
             let claimed = st.claimed.contains(&rpc);

@@ -39,7 +39,7 @@ use stats::Stats;
 use crate::config::Config;
 use crate::fault::{Faults, Verdict};
 use crate::oneshot;
-use crate::parked::{unpark, Parked, WaitFor};
+use crate::parked::{unpark, Handoff, Parked, WaitFor};
 use crate::ready::Readiness;
 use crate::socket::{HomaSocket, RecvBufs};
 use crate::wake::{sleep, Kick};
@@ -47,7 +47,7 @@ use crate::Error;
 use bytes::Bytes;
 use homa_core::{Event, Message, Metrics, Nanos, Pacer, PacketMeta, RpcId, Transmit};
 use parking_lot::{Condvar, MutexGuard};
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -81,6 +81,12 @@ const CLOSE_FLUSH_TIME: Duration = Duration::from_millis(100);
 
 /// Packets on their way to the kernel; usually one or none, kept inline.
 type Output = smallvec::SmallVec<[Transmit; 2]>;
+
+thread_local! {
+    /// Where this thread's awaited response is left for it (a thread waits
+    /// for one RPC at a time; see [`Handoff`]).
+    static HANDOFF: Arc<Handoff<Outcome>> = Arc::default();
+}
 
 /// A request delivered to a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +160,11 @@ struct State {
     /// RPCs a thread waits for by id (`recv_response`, `call`):
     /// `recv_any_response` leaves their outcomes to that thread.
     claimed: HashSet<RpcId>,
+    /// Where the outcome of an RPC goes when a thread waits for it by id
+    /// (one per waiting thread, at most one per RPC; see
+    /// [`crate::parked::Handoff`]): taken out by whoever fills it, or by the
+    /// waiter when it stops waiting.
+    handoffs: HashMap<RpcId, Arc<Handoff<Outcome>>>,
     requests: VecDeque<Queued>,
     /// Async waiters per RPC, oldest first. More than one when a waiter
     /// that was cancelled registers late (its task polled after the next
@@ -198,8 +209,9 @@ pub(crate) struct Inner {
     state: parking_lot::Mutex<State>,
     /// Application threads inside `wait_until`.
     waiters: AtomicUsize,
-    /// Whether the host's CPUs are all busy (adaptive polling).
-    cpu: crate::contention::CpuContention,
+    /// Whether the host's CPUs are all busy (adaptive polling; one view
+    /// per process).
+    cpu: &'static crate::contention::CpuContention,
     /// The background thread sleeps here, apart from application threads.
     bg_cond: Condvar,
     closed: AtomicBool,
@@ -311,6 +323,7 @@ impl Endpoint {
                 done: BTreeMap::new(),
                 done_order: VecDeque::new(),
                 claimed: HashSet::new(),
+                handoffs: HashMap::new(),
                 requests: VecDeque::new(),
                 async_responses: BTreeMap::new(),
                 async_requests: VecDeque::new(),
@@ -327,7 +340,7 @@ impl Endpoint {
             stats: Stats::default(),
             config,
             waiters: AtomicUsize::new(0),
-            cpu: crate::contention::CpuContention::new(),
+            cpu: crate::contention::CpuContention::shared(),
             bg_cond: Condvar::new(),
             closed: AtomicBool::new(false),
             background: Mutex::new(None),
@@ -376,26 +389,9 @@ impl Endpoint {
     /// Starts an RPC; collect its response with [`Endpoint::recv_response`]
     /// or [`Endpoint::recv_any_response`].
     pub fn send_request(&self, dest: SocketAddr, request: Bytes) -> Result<RpcId, Error> {
-        self.inner.check_open()?;
-        if dest.is_ipv4() != self.inner.local.is_ipv4() {
-            return Err(Error::BadAddress(format!(
-                "{dest}: this endpoint ({}) speaks the other IP version",
-                self.inner.local
-            )));
-        }
-        let inner = &self.inner;
-        let mut st = inner.lock();
-        // Again under the lock: a shutdown that came in between has ended
-        // the core's RPCs (it sets `closed` before it takes the lock).
-        inner.check_open()?;
-        let now = inner.now();
-        let id = st.core.send_request(now, dest, request)?;
-        st.outstanding.insert(id);
-        let out = inner.take_output(&mut st, now);
-        inner.wake_reader_for_pacer(&st);
-        let send = inner.queue_out(out);
+        let (id, st, send) = self.inner.start_request(dest, request)?;
         drop(st);
-        inner.send_queued(send);
+        self.inner.send_queued(send);
         Ok(id)
     }
 
@@ -459,16 +455,7 @@ impl Endpoint {
         timeout: Option<Duration>,
     ) -> Result<Message, Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        self.inner
-            .wait_until(WaitFor::Response(id), deadline, |st| {
-                if let Some(r) = st.done.remove(&id) {
-                    Some(r)
-                } else if !st.outstanding.contains(&id) {
-                    Some(Err(Error::UnknownRpc(id)))
-                } else {
-                    None
-                }
-            })
+        self.inner.wait_response(id, deadline)
     }
 
     /// Waits for the next request (at most `timeout`, or for ever).
@@ -602,6 +589,59 @@ impl Inner {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock()
+    }
+
+    /// Starts an RPC: returns its id, the lock (still held) and whether the
+    /// caller is to send the queued output once it releases it
+    /// ([`Inner::send_queued`]).
+    fn start_request(
+        &self,
+        dest: SocketAddr,
+        request: Bytes,
+    ) -> Result<(RpcId, MutexGuard<'_, State>, bool), Error> {
+        self.check_open()?;
+        if dest.is_ipv4() != self.local.is_ipv4() {
+            return Err(Error::BadAddress(format!(
+                "{dest}: this endpoint ({}) speaks the other IP version",
+                self.local
+            )));
+        }
+        let mut st = self.lock();
+        // Again under the lock: a shutdown that came in between has ended
+        // the core's RPCs (it sets `closed` before it takes the lock).
+        self.check_open()?;
+        let now = self.now();
+        let id = st.core.send_request(now, dest, request)?;
+        st.outstanding.insert(id);
+        let out = self.take_output(&mut st, now);
+        self.wake_reader_for_pacer(&st);
+        let send = self.queue_out(out);
+        Ok((id, st, send))
+    }
+
+    /// Waits for the outcome of `id`; it comes through this thread's
+    /// [`Handoff`] when it arrives while the thread waits.
+    fn wait_response(&self, id: RpcId, deadline: Option<Instant>) -> Result<Message, Error> {
+        let check = |st: &mut State| {
+            if let Some(r) = st.done.remove(&id) {
+                Some(r)
+            } else if !st.outstanding.contains(&id) {
+                Some(Err(Error::UnknownRpc(id)))
+            } else {
+                None
+            }
+        };
+        HANDOFF.with(|h| {
+            // (A second thread waiting for the same RPC goes without.)
+            let register = |st: &mut State, on: bool| {
+                if on {
+                    st.handoffs.entry(id).or_insert_with(|| h.clone());
+                } else if st.handoffs.get(&id).is_some_and(|x| Arc::ptr_eq(x, h)) {
+                    st.handoffs.remove(&id);
+                }
+            };
+            self.wait_until_with(WaitFor::Response(id), deadline, Some((h, &register)), check)
+        })
     }
 
     /// Whether the readiness descriptor should be readable: a message waits

@@ -327,6 +327,22 @@ impl Inner {
         &self,
         what: WaitFor,
         deadline: Option<Instant>,
+        check: impl FnMut(&mut State) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        self.wait_until_with(what, deadline, None, check)
+    }
+
+    /// [`Inner::wait_until`], with a [`Handoff`] the result may come in
+    /// instead: `register(st, true)` enters it in the endpoint's state on
+    /// entry, `register(st, false)` takes it out on leaving (both under the
+    /// lock). Woken with the result in it, the thread returns without
+    /// taking the endpoint's lock again.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn wait_until_with<T>(
+        &self,
+        what: WaitFor,
+        deadline: Option<Instant>,
+        handoff: Option<(&Handoff<Result<T, Error>>, &dyn Fn(&mut State, bool))>,
         mut check: impl FnMut(&mut State) -> Option<Result<T, Error>>,
     ) -> Result<T, Error> {
         struct Waiting<'a>(&'a AtomicUsize);
@@ -357,7 +373,13 @@ impl Inner {
         if let WaitFor::Response(id) = what {
             st.claimed.insert(id);
         }
-        let result = loop {
+        if let Some((_, register)) = handoff {
+            register(&mut st, true);
+        }
+        let mut result = loop {
+            if let Some(r) = handoff.and_then(|(h, _)| h.take()) {
+                break r;
+            }
             if self.closed.load(Ordering::Acquire) {
                 break Err(Error::Closed);
             }
@@ -409,11 +431,26 @@ impl Inner {
             let ticket = st.parked.enter(what);
             drop(st);
             std::thread::park_timeout(wait);
+            if let Some(r) = handoff.and_then(|(h, _)| h.take()) {
+                // Whoever put it there also took the handoff, the claim
+                // and this thread's parked entry out of the state: nothing
+                // is left to do under the lock. (A thread parked here is
+                // never the reader.)
+                return r;
+            }
             st = self.lock();
             st.parked.leave(what, ticket);
         };
         if let WaitFor::Response(id) = what {
             st.claimed.remove(&id);
+        }
+        if let Some((h, register)) = handoff {
+            register(&mut st, false);
+            // (Filled only under the lock, so not after the check above
+            // unless by this very round: keep what it brought.)
+            if let Some(r) = h.take() {
+                result = r;
+            }
         }
         self.sync_ready(&st);
         if reading {
