@@ -42,15 +42,34 @@ pub(crate) struct Datagram {
 }
 
 /// Receive buffers, reused across calls by whichever thread is reading.
+///
+/// The `recvmmsg` headers are built once and kept: each points at its own
+/// iovec, name and control buffer for good (these vectors are never resized,
+/// so their heap memory never moves). Before a call, only what the kernel
+/// changes in a header is reset, and only in the headers the previous call
+/// may have written ([`RecvBufs::dirty`]); a slot whose buffer was handed
+/// over gets a new one and its iovec is pointed at it
+/// ([`RecvBufs::prepare`]). With one datagram per call, building a whole
+/// batch of headers each time was the receive path's largest cost.
 pub(crate) struct RecvBufs {
-    /// Each has capacity [`RECV_BUF`]; the kernel writes into it through a
-    /// raw pointer, and its length covers what has been written so far
-    /// (so only initialised bytes are ever read).
+    /// Each has capacity [`RECV_BUF`] (or 0 once handed over, until the
+    /// slot is refilled); the kernel writes into it through a raw pointer,
+    /// and its length covers what has been written so far (so only
+    /// initialised bytes are ever read).
     bufs: Vec<Vec<u8>>,
     names: Vec<libc::sockaddr_storage>,
     cmsgs: Vec<CmsgBuf>,
+    /// `iovs[i]` points at `bufs[i]`'s whole capacity (null and empty while
+    /// its buffer is handed over).
     iovs: Vec<libc::iovec>,
+    /// `msgs[i]` points at `names[i]`, `iovs[i]` and `cmsgs[i]`.
     msgs: Vec<libc::mmsghdr>,
+    /// Headers from here on are as [`RecvBufs::new`] set them up: the
+    /// kernel has written none of them since.
+    dirty: usize,
+    /// Slots whose buffers were handed over ([`RecvBufs::take_datagram`]),
+    /// to be refilled before the kernel next writes to them.
+    emptied: Vec<usize>,
     /// Datagrams of the last receive.
     got: Vec<Datagram>,
     /// Where buffers handed over with their datagrams come back to, and
@@ -59,33 +78,98 @@ pub(crate) struct RecvBufs {
 }
 
 // SAFETY: the raw pointers in `iovs` and `msgs` point only into this
-// struct's own vectors and are rebuilt before every use; nothing else holds
-// them, so moving the struct to another thread is sound.
+// struct's own heap buffers (the vectors of `bufs`, `names`, `cmsgs` and
+// `iovs`, which are never resized, so they do not move when the struct
+// does); nothing else holds them, so moving the struct to another thread is
+// sound.
 unsafe impl Send for RecvBufs {}
+
+/// Size of a receive header's name buffer, as `msg_namelen` must say.
+const NAME_LEN: libc::socklen_t = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
 
 impl RecvBufs {
     pub(crate) fn new(batch: usize) -> RecvBufs {
         let n = batch.max(1);
-        RecvBufs {
+        let mut rb = RecvBufs {
             bufs: (0..n).map(|_| Vec::with_capacity(RECV_BUF)).collect(),
             // SAFETY: all-zero is a valid value for these plain C structs.
             names: vec![unsafe { zeroed() }; n],
             cmsgs: vec![[0u64; 8]; n],
             iovs: Vec::with_capacity(n),
             msgs: Vec::with_capacity(n),
+            dirty: 0,
+            emptied: Vec::new(),
             got: Vec::new(),
             pool: BufPool::new(RECV_BUF, POOL_MAX),
+        };
+        let iovs: Vec<libc::iovec> = rb
+            .bufs
+            .iter_mut()
+            .map(|b| {
+                let (iov_base, iov_len) = room(b);
+                libc::iovec { iov_base, iov_len }
+            })
+            .collect();
+        rb.iovs = iovs;
+        let (names, iovs, cmsgs) = (
+            rb.names.as_mut_ptr(),
+            rb.iovs.as_mut_ptr(),
+            rb.cmsgs.as_mut_ptr(),
+        );
+        for i in 0..n {
+            // SAFETY: all-zero is a valid mmsghdr. `i < n`, the length of
+            // all three vectors, so each pointer is in bounds; they stay
+            // valid as long as `rb` (the vectors are never resized).
+            let mut m: libc::mmsghdr = unsafe { zeroed() };
+            unsafe {
+                m.msg_hdr.msg_name = names.add(i) as *mut libc::c_void;
+                m.msg_hdr.msg_iov = iovs.add(i);
+                m.msg_hdr.msg_control = cmsgs.add(i) as *mut libc::c_void;
+            }
+            m.msg_hdr.msg_namelen = NAME_LEN;
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_controllen = size_of::<CmsgBuf>() as _;
+            rb.msgs.push(m);
         }
+        rb
     }
 
-    /// Gives the first `n` slots whose buffers were handed over a buffer
-    /// from the pool, for the kernel to write to now.
-    fn refill(&mut self, n: usize) {
-        for b in self.bufs.iter_mut().take(n) {
+    /// Makes the first `n` headers ready for the kernel: slots whose
+    /// buffers were handed over get a buffer from the pool (the one given
+    /// back last, likely still in the cache) and their iovecs point at it;
+    /// the headers the last call may have written get their name and
+    /// control lengths back (the kernel leaves the pointers, and ignores
+    /// `msg_flags` and `msg_len` on input). Clears the last receive's
+    /// datagrams.
+    fn prepare(&mut self, n: usize) {
+        self.got.clear();
+        for i in self.emptied.drain(..) {
+            let b = &mut self.bufs[i];
             if b.capacity() == 0 {
                 *b = self.pool.get();
             }
+            let (iov_base, iov_len) = room(b);
+            self.iovs[i] = libc::iovec { iov_base, iov_len };
+            // (Re-derived after the write above, so that the pointer the
+            // kernel follows is younger than every access through `iovs`.)
+            // SAFETY: `i` is a slot index, within `iovs`.
+            self.msgs[i].msg_hdr.msg_iov = unsafe { self.iovs.as_mut_ptr().add(i) };
         }
+        debug_assert!(n <= self.msgs.len());
+        for m in &mut self.msgs[..self.dirty] {
+            m.msg_hdr.msg_namelen = NAME_LEN;
+            m.msg_hdr.msg_controllen = size_of::<CmsgBuf>() as _;
+        }
+        self.dirty = 0;
+    }
+
+    /// Notes that a receive call with `n` headers returned `r`: the headers
+    /// of the datagrams it received were written, and (conservatively) the
+    /// one after them, which a datagram that failed halfway may have
+    /// touched.
+    fn received(&mut self, n: usize, r: isize) {
+        let touched = if r < 0 { 1 } else { r as usize + 1 };
+        self.dirty = touched.min(n).max(self.dirty);
     }
 
     /// Datagram `i` of the last receive: its source, bytes and CE mark.
@@ -106,9 +190,16 @@ impl RecvBufs {
             return None;
         }
         // (The slot is refilled from the pool just before the kernel next
-        // writes to it, [`RecvBufs::refill`]: the buffer it gets then is
+        // writes to it, [`RecvBufs::prepare`]: the buffer it gets then is
         // the one given back last, likely still in the cache.)
         let buf = std::mem::take(&mut self.bufs[d.buf]);
+        // Until the slot is refilled, the kernel is given no room there
+        // (the buffer now belongs to the bytes handed over).
+        self.iovs[d.buf] = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        self.emptied.push(d.buf);
         let b = self.pool.lend(buf, d.start, d.start + d.len);
         Some((d.src, b, d.ce))
     }
@@ -156,46 +247,28 @@ impl HomaSocket {
             return self.recv_one(rb, flags);
         }
         let n = rb.bufs.len().min(max.max(1));
-        rb.refill(n);
-        let RecvBufs {
-            bufs,
-            names,
-            cmsgs,
-            iovs,
-            msgs,
-            got,
-            ..
-        } = rb;
-        got.clear();
-        iovs.clear();
-        iovs.extend(bufs.iter_mut().take(n).map(|b| {
-            let (iov_base, iov_len) = room(b);
-            libc::iovec { iov_base, iov_len }
-        }));
-        msgs.clear();
-        for i in 0..n {
-            // SAFETY: all-zero is a valid mmsghdr; the pointers set below
-            // refer to vectors of `rb` that outlive the recvmmsg call.
-            let mut m: libc::mmsghdr = unsafe { zeroed() };
-            m.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-            m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            m.msg_hdr.msg_iov = &mut iovs[i];
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_control = cmsgs[i].as_mut_ptr() as *mut libc::c_void;
-            m.msg_hdr.msg_controllen = size_of::<CmsgBuf>() as _;
-            msgs.push(m);
-        }
-        // SAFETY: msgs holds n initialised headers whose buffers stay alive
-        // and unaliased for the duration of the call.
+        rb.prepare(n);
+        // SAFETY: `prepare` made the first n headers ready: each points at
+        // its own name, control buffer and iovec, and the iovec at the whole
+        // capacity of its slot's buffer, all owned by `rb`, alive and
+        // unaliased for the duration of the call.
         let r = unsafe {
             libc::recvmmsg(
                 self.fd(),
-                msgs.as_mut_ptr(),
+                rb.msgs.as_mut_ptr(),
                 n as libc::c_uint,
                 flags,
                 std::ptr::null_mut(),
             )
         };
+        rb.received(n, r as isize);
+        let RecvBufs {
+            bufs,
+            names,
+            msgs,
+            got,
+            ..
+        } = rb;
         if r < 0 {
             return self.nothing_received();
         }
@@ -264,8 +337,7 @@ impl HomaSocket {
     /// (what a spinning reader does between arrivals), or `recvmsg` when a
     /// UDP socket needs its TOS control message for ECN.
     fn recv_one(&self, rb: &mut RecvBufs, flags: libc::c_int) -> io::Result<usize> {
-        rb.got.clear();
-        rb.refill(1);
+        rb.prepare(1);
         if self.ecn && self.kind != Kind::Raw4 {
             return self.recv_one_msg(rb, flags);
         }
@@ -308,33 +380,23 @@ impl HomaSocket {
         Ok(1)
     }
 
-    /// [`HomaSocket::recv_one`] with `recvmsg`, to get the TOS byte.
+    /// [`HomaSocket::recv_one`] with `recvmsg` (the first of the kept
+    /// headers, made ready by the caller), to get the TOS byte.
     fn recv_one_msg(&self, rb: &mut RecvBufs, flags: libc::c_int) -> io::Result<usize> {
-        // SAFETY: all-zero is a valid sockaddr_storage.
-        let mut name: libc::sockaddr_storage = unsafe { zeroed() };
-        let buf = &mut rb.bufs[0];
-        let (iov_base, iov_len) = room(buf);
-        let mut iov = libc::iovec { iov_base, iov_len };
-        let control = &mut rb.cmsgs[0];
-        // SAFETY: all-zero is a valid msghdr.
-        let mut m: libc::msghdr = unsafe { zeroed() };
-        m.msg_name = &mut name as *mut _ as *mut libc::c_void;
-        m.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        m.msg_iov = &mut iov;
-        m.msg_iovlen = 1;
-        m.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-        m.msg_controllen = size_of::<CmsgBuf>() as _;
-        // SAFETY: every pointer in `m` refers to a live local or to `rb`'s
-        // buffers, writable and as long as we say, for the whole call.
-        let r = unsafe { libc::recvmsg(self.fd(), &mut m, flags) };
+        // SAFETY: `prepare` made header 0 ready: it points at name 0,
+        // control buffer 0 and iovec 0, and the iovec at buffer 0's whole
+        // capacity, all owned by `rb`, writable and as long as they say for
+        // the whole call.
+        let r = unsafe { libc::recvmsg(self.fd(), &mut rb.msgs[0].msg_hdr, flags) };
+        rb.received(1, r as isize);
         if r < 0 {
             return self.nothing_received();
         }
         written(&mut rb.bufs[0], r as usize);
-        let Some(src) = sockaddr_addr(&name) else {
+        let Some(src) = sockaddr_addr(&rb.names[0]) else {
             return Ok(0);
         };
-        let tos = cmsg::parse_recv(&m).tos;
+        let tos = cmsg::parse_recv(&rb.msgs[0].msg_hdr).tos;
         rb.got.push(Datagram {
             src,
             buf: 0,
@@ -443,6 +505,7 @@ fn sockaddr_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
 mod tests {
     use super::*;
     use crate::Transport;
+    use std::os::fd::AsRawFd;
 
     /// Large datagrams are handed over without a copy (and a fresh buffer
     /// takes their place); small ones are only lent; every byte is right
@@ -489,5 +552,104 @@ mod tests {
         // Each taken buffer came back when its bytes were dropped, and was
         // reused for the next round: one is kept now.
         assert_eq!(rb.pool.len(), 1);
+    }
+
+    /// The kept receive headers are made ready again after every call:
+    /// a header the kernel wrote for a lone datagram (its control length
+    /// cut down to one TOS message) still takes a GRO batch's two control
+    /// messages next time, and a fuller batch after a lone datagram gets
+    /// every source and every byte right.
+    #[test]
+    fn kept_headers_take_every_call_whole() {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (sock, local) =
+            HomaSocket::open(any, Transport::Udp, 1 << 20, false, true, true).expect("open");
+        assert!(sock.gro, "UDP GRO on loopback");
+        let ce_tx = socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::DGRAM,
+            Some(socket2::Protocol::UDP),
+        )
+        .unwrap();
+        ce_tx.bind(&any.into()).unwrap();
+        ce_tx.set_tos(cmsg::ECN_CE as u32).unwrap();
+        let ce_port = ce_tx.local_addr().unwrap().as_socket().unwrap().port();
+        let plain = std::net::UdpSocket::bind(any).unwrap();
+        let mut rb = RecvBufs::new(8);
+        let mut take = |want: usize| {
+            let mut out = Vec::new();
+            for _ in 0..1000 {
+                let n = sock.recv(&mut rb, 8).unwrap();
+                for i in 0..n {
+                    let (src, bytes, ce) = rb.datagram(i);
+                    out.push((src.port(), bytes.to_vec(), ce));
+                }
+                if out.len() >= want {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            out
+        };
+        for round in 0..3u8 {
+            // A lone datagram, marked CE: header 0 gets one TOS message.
+            ce_tx.send_to(&[round; 10], &local.into()).unwrap();
+            assert_eq!(take(1), vec![(ce_port, vec![round; 10], true)]);
+            // A GSO send of three packets, marked CE, read as one GRO
+            // buffer in header 0: two control messages (the segment size,
+            // then the TOS byte, which a control length left as the last
+            // call cut it would lose).
+            let gso: Vec<u8> = (0..3).flat_map(|k| [k + 1; 208]).collect();
+            let seg: libc::c_int = 208;
+            // SAFETY: a live socket and a c_int option on the stack.
+            let r = unsafe {
+                libc::setsockopt(
+                    ce_tx.as_raw_fd(),
+                    libc::SOL_UDP,
+                    cmsg::UDP_SEGMENT,
+                    &seg as *const libc::c_int as *const libc::c_void,
+                    size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(r, 0, "UDP_SEGMENT");
+            ce_tx.send_to(&gso, &local.into()).unwrap();
+            let got = take(3);
+            let lens: Vec<usize> = got.iter().map(|g| g.1.len()).collect();
+            assert_eq!(lens, vec![208; 3], "round {round}: cut at the GRO size");
+            for (k, g) in got.iter().enumerate() {
+                assert!(g.1.iter().all(|&b| b == k as u8 + 1), "round {round}");
+                assert!(g.2, "round {round}: the TOS control message came too");
+            }
+            let off: libc::c_int = 0;
+            // SAFETY: as above.
+            unsafe {
+                libc::setsockopt(
+                    ce_tx.as_raw_fd(),
+                    libc::SOL_UDP,
+                    cmsg::UDP_SEGMENT,
+                    &off as *const libc::c_int as *const libc::c_void,
+                    size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            // Several datagrams from two senders in one call.
+            for k in 0..5u8 {
+                if k % 2 == 0 {
+                    plain.send_to(&[k; 50], local).unwrap();
+                } else {
+                    ce_tx.send_to(&[k; 60], &local.into()).unwrap();
+                }
+            }
+            let got = take(5);
+            assert_eq!(got.len(), 5);
+            for (k, (port, bytes, ce)) in got.into_iter().enumerate() {
+                let k = k as u8;
+                if k % 2 == 0 {
+                    let want = plain.local_addr().unwrap().port();
+                    assert_eq!((port, bytes, ce), (want, vec![k; 50], false));
+                } else {
+                    assert_eq!((port, bytes, ce), (ce_port, vec![k; 60], true));
+                }
+            }
+        }
     }
 }
