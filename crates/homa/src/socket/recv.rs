@@ -554,6 +554,50 @@ mod tests {
         assert_eq!(rb.pool.len(), 1);
     }
 
+    /// One datagram at a time with its TOS byte (`recvmsg` through the
+    /// first kept header): each call gets its own source and CE mark, and
+    /// nothing left from the call before.
+    #[test]
+    fn one_at_a_time_reads_each_mark_afresh() {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (sock, local) =
+            HomaSocket::open(any, Transport::Udp, 1 << 20, false, false, true).expect("open");
+        let ce_tx = socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::DGRAM,
+            Some(socket2::Protocol::UDP),
+        )
+        .unwrap();
+        ce_tx.bind(&any.into()).unwrap();
+        ce_tx.set_tos(cmsg::ECN_CE as u32).unwrap();
+        let ce_port = ce_tx.local_addr().unwrap().as_socket().unwrap().port();
+        let plain = std::net::UdpSocket::bind(any).unwrap();
+        let plain_port = plain.local_addr().unwrap().port();
+        let mut rb = RecvBufs::new(4);
+        for k in 0..6u8 {
+            if k % 2 == 0 {
+                ce_tx.send_to(&[k; 30], &local.into()).unwrap();
+            } else {
+                plain.send_to(&[k; 40], local).unwrap();
+            }
+            let mut n = 0;
+            for _ in 0..1000 {
+                n = sock.recv(&mut rb, 1).unwrap();
+                if n > 0 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            assert_eq!(n, 1);
+            let (src, bytes, ce) = rb.datagram(0);
+            if k % 2 == 0 {
+                assert_eq!((src.port(), bytes, ce), (ce_port, &[k; 30][..], true));
+            } else {
+                assert_eq!((src.port(), bytes, ce), (plain_port, &[k; 40][..], false));
+            }
+        }
+    }
+
     /// The kept receive headers are made ready again after every call:
     /// a header the kernel wrote for a lone datagram (its control length
     /// cut down to one TOS message) still takes a GRO batch's two control
