@@ -16,9 +16,10 @@
 //! dropped. Tasks never take the reader role, so a free role
 //! ([`Parked::wake_one`]) wakes threads only.
 
+use homa_core::keyed::KeyedMap;
 use homa_core::RpcId;
 use smallvec::SmallVec;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::task::Waker;
 use std::thread::Thread;
 
@@ -74,13 +75,13 @@ pub(crate) type Woken = SmallVec<[Sleeper; 2]>;
 #[derive(Debug, Default)]
 pub(crate) struct Parked {
     next: Ticket,
-    by_rpc: HashMap<RpcId, Vec<Entry>>,
+    by_rpc: KeyedMap<RpcId, Vec<Entry>>,
     any_response: VecDeque<Entry>,
     requests: VecDeque<Entry>,
     /// Threads waiting on a stream, and tasks in `stream_tasks` (apart, so
     /// that a free reader role finds a thread without looking at tasks).
-    streams: HashMap<RpcId, Vec<Entry>>,
-    stream_tasks: HashMap<RpcId, Vec<Entry>>,
+    streams: KeyedMap<RpcId, Vec<Entry>>,
+    stream_tasks: KeyedMap<RpcId, Vec<Entry>>,
     /// Threads waiting to accept a stream, and tasks in `accept_tasks`;
     /// the oldest ticket of the two goes first.
     accepts: VecDeque<Entry>,

@@ -17,8 +17,9 @@ use crate::endpoint::Endpoint;
 use crate::error::Error;
 use crate::parked::{Parked, WaitFor};
 use bytes::Bytes;
+use homa_core::keyed::KeyedMap;
 use homa_core::{Message, Nanos, RpcId, StreamError, StreamEvent};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 /// The runtime's state of every stream (under the endpoint's lock).
 #[derive(Debug, Default)]
 pub(crate) struct Streams {
-    by_id: HashMap<RpcId, Slot>,
+    by_id: KeyedMap<RpcId, Slot>,
     /// Streams peers opened that nobody accepted yet, oldest first.
     accept: VecDeque<RpcId>,
     /// Streams whose waiters an operation under the lock must wake (a

@@ -8,7 +8,7 @@ use super::*;
 impl Inner {
     /// Moves core events to whoever waits for them (the parked threads to
     /// wake are left in `st.parked`).
-    pub(super) fn dispatch(&self, st: &mut State) {
+    pub(super) fn dispatch(&self, st: &mut State, now: Nanos) {
         st.parked.new_round();
         let mut any = false;
         while let Some(ev) = st.core.poll_event() {
@@ -35,7 +35,7 @@ impl Inner {
             }
         }
         // Stream events go to their streams (`stream.rs`).
-        if crate::stream::drain(&mut st.core, self.now(), &mut st.streams, &mut st.parked) && !any {
+        if crate::stream::drain(&mut st.core, now, &mut st.streams, &mut st.parked) && !any {
             st.generation += 1;
         }
         if any {

@@ -45,12 +45,13 @@ use crate::socket::{HomaSocket, RecvBufs};
 use crate::wake::{sleep, Kick};
 use crate::Error;
 use bytes::Bytes;
+use homa_core::keyed::{KeyedMap, KeyedSet};
 use homa_core::{Event, Message, Metrics, Nanos, Pacer, PacketMeta, RpcId, Transmit};
 use parking_lot::{Condvar, MutexGuard};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -154,26 +155,28 @@ struct State {
     core: homa_core::Endpoint,
     pacer: Option<Pacer>,
     held: Option<Transmit>,
-    outstanding: BTreeSet<RpcId>,
-    done: BTreeMap<RpcId, Outcome>,
+    outstanding: KeyedSet<RpcId>,
+    done: KeyedMap<RpcId, Outcome>,
     done_order: VecDeque<RpcId>,
     /// RPCs a thread waits for by id (`recv_response`, `call`):
     /// `recv_any_response` leaves their outcomes to that thread.
-    claimed: HashSet<RpcId>,
+    claimed: KeyedSet<RpcId>,
     /// Where the outcome of an RPC goes when a thread waits for it by id
     /// (one per waiting thread, at most one per RPC; see
     /// [`crate::parked::Handoff`]): taken out by whoever fills it, or by the
     /// waiter when it stops waiting.
-    handoffs: HashMap<RpcId, Arc<Handoff<Outcome>>>,
+    handoffs: KeyedMap<RpcId, Arc<Handoff<Outcome>>>,
     requests: VecDeque<Queued>,
     /// Async waiters per RPC, oldest first. More than one when a waiter
     /// that was cancelled registers late (its task polled after the next
     /// waiter's): the outcome goes to the first still listening, so a
     /// stale registration never displaces a live one.
-    async_responses: BTreeMap<RpcId, Vec<oneshot::Sender<Outcome>>>,
+    async_responses: KeyedMap<RpcId, Vec<oneshot::Sender<Outcome>>>,
     async_requests: VecDeque<oneshot::Sender<Queued>>,
     reader: Reader,
-    reader_free_since: Instant,
+    /// When the last reader gave up the role (ns since the endpoint's
+    /// epoch, as [`Inner::recent_now`] saw it: no clock read for it).
+    reader_free_at: Nanos,
     /// An application reader sleeps in the receive call (UDP): another
     /// thread that needs it awake sends it a kick datagram
     /// ([`HomaSocket::kick_self`]). The reader clears it on waking.
@@ -206,6 +209,8 @@ pub(crate) struct Inner {
     local: SocketAddr,
     config: Config,
     epoch: Instant,
+    /// The latest [`Inner::now`] (ns since `epoch`).
+    last_now: AtomicU64,
     state: parking_lot::Mutex<State>,
     /// Application threads inside `wait_until`.
     waiters: AtomicUsize,
@@ -315,20 +320,21 @@ impl Endpoint {
             sock,
             local,
             epoch: Instant::now(),
+            last_now: AtomicU64::new(0),
             state: parking_lot::Mutex::new(State {
                 core,
                 pacer,
                 held: None,
-                outstanding: BTreeSet::new(),
-                done: BTreeMap::new(),
+                outstanding: KeyedSet::default(),
+                done: KeyedMap::default(),
                 done_order: VecDeque::new(),
-                claimed: HashSet::new(),
-                handoffs: HashMap::new(),
+                claimed: KeyedSet::default(),
+                handoffs: KeyedMap::default(),
                 requests: VecDeque::new(),
-                async_responses: BTreeMap::new(),
+                async_responses: KeyedMap::default(),
                 async_requests: VecDeque::new(),
                 reader: Reader::Nobody,
-                reader_free_since: Instant::now(),
+                reader_free_at: 0,
                 recv_blocked: false,
                 recv_blocked_until: None,
                 bg_wakes_at: None,
@@ -583,8 +589,20 @@ impl Endpoint {
 }
 
 impl Inner {
+    /// The time (ns since the endpoint's epoch): one clock read, which
+    /// [`Inner::recent_now`] then reuses.
     fn now(&self) -> Nanos {
-        self.epoch.elapsed().as_nanos() as Nanos
+        let now = self.epoch.elapsed().as_nanos() as Nanos;
+        self.last_now.store(now, Ordering::Relaxed);
+        now
+    }
+
+    /// The time of the latest [`Inner::now`] of any thread, without reading
+    /// the clock (a read costs ~50 ns in a VM, and a round trip made about
+    /// six per side): for bookkeeping that a few microseconds do not
+    /// change, such as when the reader role became free.
+    fn recent_now(&self) -> Nanos {
+        self.last_now.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

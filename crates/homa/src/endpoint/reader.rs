@@ -116,7 +116,7 @@ impl Inner {
     /// sends.
     fn end_round(&self, mut st: MutexGuard<'_, State>, now: Nanos) {
         let out = self.take_output(&mut st, now);
-        self.dispatch(&mut st);
+        self.dispatch(&mut st, now);
         let send = self.queue_out(out);
         let woken = st.parked.take_woken();
         drop(st);
@@ -455,7 +455,7 @@ impl Inner {
         self.sync_ready(&st);
         if reading {
             st.reader = Reader::Nobody;
-            st.reader_free_since = Instant::now();
+            st.reader_free_at = self.recent_now();
             st.parked.set_reader(None);
             st.parked.wake_one();
             let woken = st.parked.take_woken();
@@ -473,9 +473,11 @@ impl Inner {
                 if self.closed.load(Ordering::Acquire) {
                     return;
                 }
+                let now = self.now();
                 let free = st.reader == Reader::Nobody
                     && self.waiters.load(Ordering::Acquire) == 0
-                    && st.reader_free_since.elapsed() >= BACKGROUND_GRACE;
+                    && now.saturating_sub(st.reader_free_at)
+                        >= BACKGROUND_GRACE.as_nanos() as Nanos;
                 if free {
                     break;
                 }
@@ -486,7 +488,6 @@ impl Inner {
                 } else {
                     BACKGROUND_GRACE
                 };
-                let now = self.now();
                 if let Some(until) = st.recv_blocked_until {
                     // An application reader sleeps in the receive call
                     // with a deadline its receive timeout cannot keep
@@ -512,7 +513,7 @@ impl Inner {
             }
             let mut st = self.lock();
             st.reader = Reader::Nobody;
-            st.reader_free_since = Instant::now();
+            st.reader_free_at = self.now();
             st.parked.wake_one();
             let woken = st.parked.take_woken();
             drop(st);
