@@ -174,7 +174,8 @@ pub struct PeerTable {
     last: Cell<(u64, u32)>,
     /// Peers in the order they went idle, as (since when, address). An
     /// entry is current while its peer is still idle since that time;
-    /// a peer that gets busy again leaves its entry behind, to be skipped
+    /// a peer that gets busy again leaves its entry behind (unless it is
+    /// the newest, which goes at once), to be skipped
     /// when it reaches the front (a BTreeSet insert and remove for every
     /// RPC that made its peer busy and idle again cost more than the rest
     /// of the peer's bookkeeping). Compacted when stale entries outnumber
@@ -294,9 +295,15 @@ impl PeerTable {
                     self.idle = idle;
                 }
             }
-            (false, Some(_)) => {
+            (false, Some(since)) => {
                 p.idle_since = None;
                 self.idle_count -= 1;
+                // The common case, a peer busy again before any other went
+                // idle: its entry is the newest, and goes now rather than
+                // waiting, stale, for a compaction.
+                if self.idle.back() == Some(&(since, addr)) {
+                    self.idle.pop_back();
+                }
             }
             _ => {}
         }
