@@ -290,9 +290,7 @@ impl PeerTable {
                 self.idle_count += 1;
                 self.idle.push_back((now, addr));
                 if self.idle.len() > 2 * len + 64 {
-                    let mut idle = std::mem::take(&mut self.idle);
-                    idle.retain(|e| self.current(e));
-                    self.idle = idle;
+                    self.compact_idle();
                 }
             }
             (false, Some(since)) => {
@@ -307,6 +305,16 @@ impl PeerTable {
             }
             _ => {}
         }
+    }
+
+    /// Drops every stale entry of `idle` (kept out of line: rare, and
+    /// inlined it made every call of [`PeerTable::refresh`] dearer).
+    #[cold]
+    #[inline(never)]
+    fn compact_idle(&mut self) {
+        let mut idle = std::mem::take(&mut self.idle);
+        idle.retain(|e| self.current(e));
+        self.idle = idle;
     }
 
     /// Whether an entry of `idle` still stands for an idle peer.
