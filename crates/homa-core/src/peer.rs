@@ -174,7 +174,8 @@ pub struct PeerTable {
     last: Cell<(u64, u32)>,
     /// Peers in the order they went idle, as (since when, address). An
     /// entry is current while its peer is still idle since that time;
-    /// a peer that gets busy again leaves its entry behind, to be skipped
+    /// a peer that gets busy again leaves its entry behind (unless it is
+    /// the newest, which goes at once), to be skipped
     /// when it reaches the front (a BTreeSet insert and remove for every
     /// RPC that made its peer busy and idle again cost more than the rest
     /// of the peer's bookkeeping). Compacted when stale entries outnumber
@@ -289,17 +290,31 @@ impl PeerTable {
                 self.idle_count += 1;
                 self.idle.push_back((now, addr));
                 if self.idle.len() > 2 * len + 64 {
-                    let mut idle = std::mem::take(&mut self.idle);
-                    idle.retain(|e| self.current(e));
-                    self.idle = idle;
+                    self.compact_idle();
                 }
             }
-            (false, Some(_)) => {
+            (false, Some(since)) => {
                 p.idle_since = None;
                 self.idle_count -= 1;
+                // The common case, a peer busy again before any other went
+                // idle: its entry is the newest, and goes now rather than
+                // waiting, stale, for a compaction.
+                if self.idle.back() == Some(&(since, addr)) {
+                    self.idle.pop_back();
+                }
             }
             _ => {}
         }
+    }
+
+    /// Drops every stale entry of `idle` (kept out of line: rare, and
+    /// inlined it made every call of [`PeerTable::refresh`] dearer).
+    #[cold]
+    #[inline(never)]
+    fn compact_idle(&mut self) {
+        let mut idle = std::mem::take(&mut self.idle);
+        idle.retain(|e| self.current(e));
+        self.idle = idle;
     }
 
     /// Whether an entry of `idle` still stands for an idle peer.
