@@ -554,6 +554,21 @@ mod tests {
         assert_eq!(rb.pool.len(), 1);
     }
 
+    /// A UDP socket bound to `any` whose datagrams carry the CE mark, and
+    /// its port.
+    fn ce_sender(any: SocketAddr) -> (socket2::Socket, u16) {
+        let tx = socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::DGRAM,
+            Some(socket2::Protocol::UDP),
+        )
+        .unwrap();
+        tx.bind(&any.into()).unwrap();
+        tx.set_tos(cmsg::ECN_CE as u32).unwrap();
+        let port = tx.local_addr().unwrap().as_socket().unwrap().port();
+        (tx, port)
+    }
+
     /// One datagram at a time with its TOS byte (`recvmsg` through the
     /// first kept header): each call gets its own source and CE mark, and
     /// nothing left from the call before.
@@ -562,15 +577,7 @@ mod tests {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let (sock, local) =
             HomaSocket::open(any, Transport::Udp, 1 << 20, false, false, true).expect("open");
-        let ce_tx = socket2::Socket::new(
-            socket2::Domain::IPV4,
-            socket2::Type::DGRAM,
-            Some(socket2::Protocol::UDP),
-        )
-        .unwrap();
-        ce_tx.bind(&any.into()).unwrap();
-        ce_tx.set_tos(cmsg::ECN_CE as u32).unwrap();
-        let ce_port = ce_tx.local_addr().unwrap().as_socket().unwrap().port();
+        let (ce_tx, ce_port) = ce_sender(any);
         let plain = std::net::UdpSocket::bind(any).unwrap();
         let plain_port = plain.local_addr().unwrap().port();
         let mut rb = RecvBufs::new(4);
@@ -609,15 +616,7 @@ mod tests {
         let (sock, local) =
             HomaSocket::open(any, Transport::Udp, 1 << 20, false, true, true).expect("open");
         assert!(sock.gro, "UDP GRO on loopback");
-        let ce_tx = socket2::Socket::new(
-            socket2::Domain::IPV4,
-            socket2::Type::DGRAM,
-            Some(socket2::Protocol::UDP),
-        )
-        .unwrap();
-        ce_tx.bind(&any.into()).unwrap();
-        ce_tx.set_tos(cmsg::ECN_CE as u32).unwrap();
-        let ce_port = ce_tx.local_addr().unwrap().as_socket().unwrap().port();
+        let (ce_tx, ce_port) = ce_sender(any);
         let plain = std::net::UdpSocket::bind(any).unwrap();
         let mut rb = RecvBufs::new(8);
         let mut take = |want: usize| {
