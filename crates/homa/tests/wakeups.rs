@@ -130,3 +130,27 @@ fn empty_datagrams_from_elsewhere_are_dropped_as_malformed() {
     assert_eq!(m.malformed_dropped, 20, "{m:?}");
     server.stop();
 }
+
+/// `polled_waits` counts the waits that polled before sleeping: every
+/// call's wait with `poll_us` set and the adaptive check off, none with
+/// `poll_us = 0`.
+#[test]
+fn polled_waits_count_the_waits_that_polled() {
+    let server = EchoServer::bind(any4(), Config::default(), 1);
+    for (poll_us, polls) in [(0, false), (50, true)] {
+        let mut config = Config::default();
+        config.poll_us = poll_us;
+        config.poll_adaptive = false;
+        let ep = Endpoint::bind(any4(), config).unwrap();
+        for i in 0..5 {
+            let r = ep.call(server.addr, pattern(i, 100), CALL_TIMEOUT);
+            assert_eq!(r.unwrap(), pattern(i, 100));
+        }
+        let s = ep.runtime_stats();
+        if polls {
+            assert!(s.polled_waits >= 5, "poll_us {poll_us}: {s:?}");
+        } else {
+            assert_eq!(s.polled_waits, 0, "poll_us {poll_us}: {s:?}");
+        }
+    }
+}

@@ -359,6 +359,9 @@ impl Inner {
         let mut polling = self.config.poll_us > 0
             && !busy
             && !(self.config.poll_adaptive && self.cpu.contended());
+        if polling {
+            self.stats.polled_waits.fetch_add(1, Ordering::Relaxed);
+        }
         let poll_until = if polling {
             Instant::now() + Duration::from_micros(self.config.poll_us)
         } else {

@@ -67,6 +67,10 @@ pub struct RuntimeStats {
     /// Times the background thread took the reader role (nobody else was
     /// reading or waiting).
     pub background_reads: u64,
+    /// Waits that polled the socket first (`Config::poll_us`) rather than
+    /// sleeping at once: with `poll_adaptive`, only while the host had a
+    /// CPU to spare.
+    pub polled_waits: u64,
 }
 
 /// The runtime's counters, updated without the lock.
@@ -92,6 +96,7 @@ pub(super) struct Stats {
     pub(super) recv_timeouts: AtomicU64,
     pub(super) background_wakes: AtomicU64,
     pub(super) background_reads: AtomicU64,
+    pub(super) polled_waits: AtomicU64,
 }
 
 impl Stats {
@@ -120,6 +125,7 @@ impl Stats {
             recv_timeouts: get(&self.recv_timeouts),
             background_wakes: get(&self.background_wakes),
             background_reads: get(&self.background_reads),
+            polled_waits: get(&self.polled_waits),
         }
     }
 }
