@@ -71,6 +71,8 @@ pub mod timers;
 pub use config::{ByteDanceConfig, Config, ConfigError, Design, Link, SirdConfig};
 pub use endpoint::{Endpoint, PacketMeta, RpcSnapshot, Transmit};
 pub use event::{Error, Event, RpcError, RpcId};
+/// The inline header a [`Transmit`] carries (from `homa-wire`).
+pub use homa_wire::HeaderBuf;
 pub use message::Message;
 pub use metrics::{Metrics, PerType};
 pub use pacer::Pacer;

@@ -77,6 +77,9 @@ pub const DATA_FLAG_FIN: u8 = 0x20;
 pub const STREAM_HEADER_LEN: usize = COMMON_HEADER_LEN + 8;
 /// Unscheduled ratio meaning "not measured yet" in RTT_PROBE / RTT_RESPS.
 pub const RATIO_UNKNOWN: u16 = 0xFFFF;
+/// Length of the longest header of any packet type: an ACK's (80 bytes).
+/// A control packet is never longer; see [`crate::HeaderBuf`].
+pub const MAX_HEADER_LEN: usize = COMMON_HEADER_LEN + 2 + MAX_ACKS * ACK_ENTRY_LEN;
 
 // Header offsets shared by emit and parse.
 const OFF_SPORT: usize = 0;
@@ -713,12 +716,14 @@ impl<'a> Packet<'a> {
             Body::Data { header, .. } => header.offset,
             _ => 0,
         };
+        if let Body::Data { header, payload } = &self.body {
+            out.put_slice(&data_header_bytes(&self.common, header));
+            out.put_slice(payload);
+            return;
+        }
         emit_common(&self.common, ty, sequence, out);
         match &self.body {
-            Body::Data { header, payload } => {
-                emit_data_body(header, out);
-                out.put_slice(payload);
-            }
+            Body::Data { .. } => {}
             Body::Grant { offset, priority } => {
                 out.put_u32(*offset);
                 out.put_u8(*priority);
@@ -770,8 +775,7 @@ impl<'a> Packet<'a> {
     /// append the message bytes from wherever they live without building a
     /// [`Packet`] around them first.
     pub fn emit_data_header(common: &CommonHeader, header: &DataHeader, out: &mut impl BufMut) {
-        emit_common(common, PacketType::Data, header.offset, out);
-        emit_data_body(header, out);
+        out.put_slice(&data_header_bytes(common, header));
     }
 }
 
@@ -786,15 +790,34 @@ fn emit_common(c: &CommonHeader, ty: PacketType, sequence: u32, out: &mut impl B
     out.put_u64(c.sender_id);
 }
 
-fn emit_data_body(h: &DataHeader, out: &mut impl BufMut) {
-    out.put_u32(h.message_length);
-    out.put_u32(h.incoming);
-    h.ack.write(out);
-    out.put_u16(h.cutoff_version);
-    out.put_u8(h.retransmit as u8);
-    out.put_u8(h.flags);
-    out.put_u16(h.stream_seq);
-    out.put_u32(h.offset);
+/// The 56 header bytes of a DATA packet (the common header with the
+/// message offset as its sequence, then the DATA fields).
+fn data_header_bytes(c: &CommonHeader, h: &DataHeader) -> [u8; DATA_HEADER_LEN] {
+    let mut b = [0; DATA_HEADER_LEN];
+    write_data_header(c, h, &mut b);
+    b
+}
+
+/// Writes every byte of a DATA packet's header into `b` at fixed offsets
+/// (what [`Packet::emit`] writes for DATA, before the message bytes).
+pub(crate) fn write_data_header(c: &CommonHeader, h: &DataHeader, b: &mut [u8; DATA_HEADER_LEN]) {
+    b[OFF_SPORT..OFF_SPORT + 2].copy_from_slice(&c.sport.to_be_bytes());
+    b[OFF_DPORT..OFF_DPORT + 2].copy_from_slice(&c.dport.to_be_bytes());
+    b[OFF_SEQUENCE..OFF_SEQUENCE + 4].copy_from_slice(&h.offset.to_be_bytes());
+    b[OFF_SEQUENCE + 4..OFF_TYPE].fill(0);
+    b[OFF_TYPE] = PacketType::Data.code();
+    b[OFF_TYPE + 1] = PacketType::Data.doff();
+    b[OFF_TYPE + 2..OFF_SENDER_ID].fill(0);
+    b[OFF_SENDER_ID..OFF_SENDER_ID + 8].copy_from_slice(&c.sender_id.to_be_bytes());
+    b[OFF_MSG_LEN..OFF_MSG_LEN + 4].copy_from_slice(&h.message_length.to_be_bytes());
+    b[OFF_INCOMING..OFF_INCOMING + 4].copy_from_slice(&h.incoming.to_be_bytes());
+    b[OFF_ACK..OFF_ACK + 8].copy_from_slice(&h.ack.client_id.to_be_bytes());
+    b[OFF_ACK + 8..OFF_ACK + ACK_ENTRY_LEN].copy_from_slice(&h.ack.server_port.to_be_bytes());
+    b[OFF_CUTOFF_VERSION..OFF_CUTOFF_VERSION + 2].copy_from_slice(&h.cutoff_version.to_be_bytes());
+    b[OFF_RETRANSMIT] = h.retransmit as u8;
+    b[OFF_FLAGS] = h.flags;
+    b[OFF_STREAM_SEQ..OFF_STREAM_SEQ + 2].copy_from_slice(&h.stream_seq.to_be_bytes());
+    b[OFF_DATA_OFFSET..OFF_DATA_OFFSET + 4].copy_from_slice(&h.offset.to_be_bytes());
 }
 
 fn check_priority(ty: PacketType, priority: u8) -> Result<u8, WireError> {
@@ -809,14 +832,23 @@ fn check_priority(ty: PacketType, priority: u8) -> Result<u8, WireError> {
 }
 
 // Callers have checked the length against the type's header length.
+// (One bounds check a read, and inlined: parsing a DATA header reads a
+// dozen fields.)
+#[inline]
 fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+    let mut a = [0u8; 2];
+    a.copy_from_slice(&b[at..at + 2]);
+    u16::from_be_bytes(a)
 }
 
+#[inline]
 fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_be_bytes(a)
 }
 
+#[inline]
 fn be64(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[at..at + 8]);

@@ -6,7 +6,7 @@ use crate::rpc::Phase;
 use crate::{Nanos, RpcId};
 use bytes::{Bytes, BytesMut};
 use homa_wire::{
-    AckEntry, CommonHeader, DataHeader, Packet, PacketType, DATA_FLAG_INCAST, DATA_HEADER_LEN,
+    AckEntry, CommonHeader, DataHeader, HeaderBuf, PacketType, DATA_FLAG_INCAST, DATA_HEADER_LEN,
 };
 use std::net::SocketAddr;
 
@@ -14,7 +14,9 @@ use std::net::SocketAddr;
 ///
 /// A DATA packet comes in two parts, the header and the message bytes
 /// (a slice of the application's message, not a copy), so that a driver can
-/// hand both to the kernel without copying (e.g. two iovecs).
+/// hand both to the kernel without copying (e.g. two iovecs). The header
+/// is held inline ([`HeaderBuf`], at most [`homa_wire::MAX_HEADER_LEN`]
+/// bytes): building a packet allocates nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transmit {
     /// Where to: the peer's IP address and Homa port.
@@ -23,8 +25,9 @@ pub struct Transmit {
     pub priority: u8,
     /// The packet's type.
     pub packet_type: PacketType,
-    /// The Homa header; for control packets, the whole packet.
-    pub header: Bytes,
+    /// The Homa header; for control packets, the whole packet (bytes,
+    /// at most [`homa_wire::MAX_HEADER_LEN`]).
+    pub header: HeaderBuf,
     /// Message bytes following the header (DATA only; empty otherwise).
     pub payload: Bytes,
 }
@@ -40,16 +43,12 @@ impl Transmit {
         self.len() == 0
     }
 
-    /// The whole packet in one buffer (copies DATA packets).
+    /// The whole packet in one new buffer (a copy).
     pub fn to_bytes(&self) -> Bytes {
-        if self.payload.is_empty() {
-            self.header.clone()
-        } else {
-            let mut b = BytesMut::with_capacity(self.len());
-            b.extend_from_slice(&self.header);
-            b.extend_from_slice(&self.payload);
-            b.freeze()
-        }
+        let mut b = BytesMut::with_capacity(self.len());
+        b.extend_from_slice(&self.header);
+        b.extend_from_slice(&self.payload);
+        b.freeze()
     }
 }
 
@@ -148,8 +147,7 @@ impl Endpoint {
             dport: id.peer.port(),
             sender_id: id.id,
         };
-        let mut buf = BytesMut::with_capacity(DATA_HEADER_LEN);
-        Packet::emit_data_header(&common, &header, &mut buf);
+        let header = HeaderBuf::data(&common, &header);
         self.metrics.data_bytes_sent += chunk.len as u64;
         if chunk.retransmit {
             self.metrics.data_bytes_retransmitted += chunk.len as u64;
@@ -162,7 +160,7 @@ impl Endpoint {
             dst: id.peer,
             priority: chunk.priority.min(top),
             packet_type: PacketType::Data,
-            header: buf.freeze(),
+            header,
             payload,
         })
     }

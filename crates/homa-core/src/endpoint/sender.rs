@@ -8,7 +8,7 @@ use crate::policy::{OutView, SenderPolicy};
 use crate::rpc::Rpc;
 use crate::RpcId;
 use bytes::Bytes;
-use homa_wire::{Body, CommonHeader, Packet};
+use homa_wire::{Body, CommonHeader, HeaderBuf, Packet};
 use std::collections::VecDeque;
 use tracing::debug;
 
@@ -99,11 +99,17 @@ impl Sender {
             },
             body,
         };
+        // A control packet always fits (only DATA carries more bytes, and
+        // DATA is never queued here).
+        let Some(header) = HeaderBuf::packet(&packet) else {
+            debug_assert!(false, "{} does not fit a HeaderBuf", packet.packet_type());
+            return;
+        };
         self.control.push_back(Transmit {
             dst: id.peer,
             priority,
             packet_type: packet.packet_type(),
-            header: Bytes::from(packet.to_vec()),
+            header,
             payload: Bytes::new(),
         });
     }

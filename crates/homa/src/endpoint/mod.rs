@@ -80,8 +80,10 @@ const RECV_ROUNDS: usize = 8;
 /// owes before the socket closes.
 const CLOSE_FLUSH_TIME: Duration = Duration::from_millis(100);
 
-/// Packets on their way to the kernel; usually one or none, kept inline.
-type Output = smallvec::SmallVec<[Transmit; 2]>;
+/// Packets on their way to the kernel; usually one or none, kept inline
+/// (room for one only: a `Transmit` holds its header inline, and a second
+/// inline slot made every move of an `Output` a long copy).
+type Output = smallvec::SmallVec<[Transmit; 1]>;
 
 thread_local! {
     /// Where this thread's awaited response is left for it (a thread waits

@@ -120,12 +120,12 @@ impl Inner {
                     }
                 }
             };
-            self.send_out(out);
+            self.send_out(&out);
         }
     }
 
     /// Hands packets to the kernel, up to 64 per system call.
-    pub(super) fn send_out(&self, out: Output) {
+    pub(super) fn send_out(&self, out: &[Transmit]) {
         for chunk in out.chunks(64) {
             let dropped = self.sock.send(chunk);
             let s = &self.stats;

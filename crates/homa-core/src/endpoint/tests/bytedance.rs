@@ -10,7 +10,7 @@ fn bytedance() -> Config {
     c
 }
 
-fn rtt_packets(sent: &[(usize, Transmit)]) -> Vec<(usize, Body<'static>)> {
+fn rtt_packets(sent: &[(usize, Whole)]) -> Vec<(usize, Body<'static>)> {
     sent.iter()
         .filter_map(|(i, t)| match parse(t).body {
             Body::RttProbe(info) => Some((*i, Body::RttProbe(info))),
@@ -22,7 +22,7 @@ fn rtt_packets(sent: &[(usize, Transmit)]) -> Vec<(usize, Body<'static>)> {
 
 /// One RPC from 0 to 1 with a `len`-byte response, moved to completion
 /// with time advancing 10 µs per pump round.
-fn rpc(net: &mut Net, req: usize, resp: usize, salt: u8) -> Vec<(usize, Transmit)> {
+fn rpc(net: &mut Net, req: usize, resp: usize, salt: u8) -> Vec<(usize, Whole)> {
     let id = net.eps[0]
         .send_request(net.now, addr(1), payload(req, salt))
         .unwrap();
@@ -341,7 +341,7 @@ fn the_measured_ratio_drives_the_priority_split() {
 
 /// Sends everything endpoint `from` has now; packets `hold` picks are kept
 /// back (returned) instead of delivered.
-fn drain(net: &mut Net, from: usize, mut hold: impl FnMut(&Transmit) -> bool) -> Vec<Transmit> {
+fn drain(net: &mut Net, from: usize, mut hold: impl FnMut(&Whole) -> bool) -> Vec<Whole> {
     let mut held = Vec::new();
     while let Some(t) = net.eps[from].poll_transmit(net.now).map(whole) {
         if hold(&t) {
@@ -353,13 +353,13 @@ fn drain(net: &mut Net, from: usize, mut hold: impl FnMut(&Transmit) -> bool) ->
     held
 }
 
-fn deliver(net: &mut Net, from: usize, t: &Transmit) {
+fn deliver(net: &mut Net, from: usize, t: &Whole) {
     let to = net.idx(t.dst);
     let src = net.eps[from].local_addr().ip();
     net.eps[to].handle_packet(net.now, src, &t.header);
 }
 
-fn is_resps(t: &Transmit) -> bool {
+fn is_resps(t: &Whole) -> bool {
     t.packet_type == PacketType::RttResps
 }
 
@@ -367,10 +367,7 @@ fn is_resps(t: &Transmit) -> bool {
 /// probe, answered by 0) is delayed by 1 ms: far above `rtt_high`. Returns
 /// the packets sent after that sample arrived, up to quiet, with `lose`
 /// dropping some.
-fn delayed_sample(
-    net: &mut Net,
-    lose: impl FnMut(usize, &Transmit) -> bool,
-) -> Vec<(usize, Transmit)> {
+fn delayed_sample(net: &mut Net, lose: impl FnMut(usize, &Whole) -> bool) -> Vec<(usize, Whole)> {
     for k in 0..3 {
         net.now += 2_000_000;
         rpc(net, 20, 20, k);
@@ -391,7 +388,7 @@ fn delayed_sample(
     net.pump_with(lose)
 }
 
-fn grants_from(sent: &[(usize, Transmit)], i: usize) -> usize {
+fn grants_from(sent: &[(usize, Whole)], i: usize) -> usize {
     sent.iter()
         .filter(|(j, t)| *j == i && t.packet_type == PacketType::Grant)
         .count()
@@ -465,7 +462,7 @@ fn a_pause_ends_when_its_sample_goes_stale() {
     config.bytedance.no_grants_above_high = true;
     let stale = config.bytedance.grant_pause_stale_ns;
     let mut net = Net::new(2, config);
-    let lose_answers = |i: usize, t: &Transmit| i == 0 && is_resps(t);
+    let lose_answers = |i: usize, t: &Whole| i == 0 && is_resps(t);
     delayed_sample(&mut net, lose_answers);
     let sampled_at = net.now;
     let probes = net.eps[1].metrics().rtt_probes_sent;

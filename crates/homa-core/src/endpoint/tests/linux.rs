@@ -60,7 +60,7 @@ fn control(from_id: u64, body: Body<'static>) -> Vec<u8> {
     .to_vec()
 }
 
-fn drain(ep: &mut Endpoint, now: Nanos) -> Vec<Transmit> {
+fn drain(ep: &mut Endpoint, now: Nanos) -> Vec<Whole> {
     std::iter::from_fn(|| ep.poll_transmit(now).map(whole)).collect()
 }
 

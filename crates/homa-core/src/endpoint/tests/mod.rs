@@ -17,17 +17,34 @@ fn payload(len: usize, salt: u8) -> Bytes {
         .into()
 }
 
-/// The packet made contiguous (header and payload in `header`), so tests
-/// can parse it in place.
-fn whole(t: Transmit) -> Transmit {
-    Transmit {
-        header: t.to_bytes(),
-        payload: Bytes::new(),
-        ..t
+/// A sent packet made contiguous (header and payload in `header`), so
+/// tests can parse it in place: a [`Transmit`] with the header as `Bytes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Whole {
+    dst: SocketAddr,
+    priority: u8,
+    packet_type: PacketType,
+    header: Bytes,
+    payload: Bytes,
+}
+
+impl Whole {
+    fn len(&self) -> usize {
+        self.header.len() + self.payload.len()
     }
 }
 
-fn parse(t: &Transmit) -> Packet<'_> {
+fn whole(t: Transmit) -> Whole {
+    Whole {
+        dst: t.dst,
+        priority: t.priority,
+        packet_type: t.packet_type,
+        header: t.to_bytes(),
+        payload: Bytes::new(),
+    }
+}
+
+fn parse(t: &Whole) -> Packet<'_> {
     assert!(t.payload.is_empty(), "call whole() first");
     Packet::parse(&t.header).expect("core emits valid packets")
 }
@@ -54,7 +71,7 @@ impl Net {
     /// Moves packets until nobody has anything to send; `lose` decides per
     /// packet (sender index, packet) whether the network drops it. Returns
     /// every packet sent.
-    fn pump_with(&mut self, lose: impl FnMut(usize, &Transmit) -> bool) -> Vec<(usize, Transmit)> {
+    fn pump_with(&mut self, lose: impl FnMut(usize, &Whole) -> bool) -> Vec<(usize, Whole)> {
         self.pump_n(usize::MAX, lose)
     }
 
@@ -62,8 +79,8 @@ impl Net {
     fn pump_n(
         &mut self,
         limit: usize,
-        mut lose: impl FnMut(usize, &Transmit) -> bool,
-    ) -> Vec<(usize, Transmit)> {
+        mut lose: impl FnMut(usize, &Whole) -> bool,
+    ) -> Vec<(usize, Whole)> {
         let mut sent = Vec::new();
         loop {
             let mut moved = false;
@@ -87,7 +104,7 @@ impl Net {
         }
     }
 
-    fn pump(&mut self) -> Vec<(usize, Transmit)> {
+    fn pump(&mut self) -> Vec<(usize, Whole)> {
         self.pump_with(|_, _| false)
     }
 
@@ -118,11 +135,11 @@ impl Net {
     }
 }
 
-fn types(sent: &[(usize, Transmit)]) -> Vec<PacketType> {
+fn types(sent: &[(usize, Whole)]) -> Vec<PacketType> {
     sent.iter().map(|(_, t)| t.packet_type).collect()
 }
 
-fn count(sent: &[(usize, Transmit)], ty: PacketType) -> usize {
+fn count(sent: &[(usize, Whole)], ty: PacketType) -> usize {
     sent.iter().filter(|(_, t)| t.packet_type == ty).count()
 }
 
@@ -736,7 +753,7 @@ fn a_first_packet_from_an_unproven_peer_draws_no_resend_or_cutoffs() {
         n += (from == 0 && t.packet_type == PacketType::Data) as u32;
         from == 0 && (t.packet_type != PacketType::Data || n != 2)
     });
-    let from_server = |sent: &[(usize, Transmit)]| sent.iter().filter(|(f, _)| *f == 1).count();
+    let from_server = |sent: &[(usize, Whole)]| sent.iter().filter(|(f, _)| *f == 1).count();
     assert_eq!(from_server(&sent), 0, "{:?}", types(&sent));
     assert_eq!(net.eps[1].metrics().partial_requests, 1);
     // Time passes; only the server's timers run (the client stays mute).
@@ -871,10 +888,10 @@ fn granted_bytes_missing_while_the_downlink_is_busy_do_not_time_out() {
     net.eps[2]
         .send_request(0, addr(0), payload(1_000_000, 2))
         .unwrap();
-    let held = |from: usize, t: &Transmit| {
+    let held = |from: usize, t: &Whole| {
         from == 1 && matches!(parse(t).body, Body::Data { header, .. } if header.offset >= unsched)
     };
-    let resends_to_m = |sent: &[(usize, Transmit)]| {
+    let resends_to_m = |sent: &[(usize, Whole)]| {
         sent.iter()
             .filter(|(from, t)| *from == 0 && t.dst == addr(1))
             .filter(|(_, t)| matches!(parse(t).body, Body::Resend { .. }))

@@ -16,7 +16,7 @@ fn sird() -> Config {
     c
 }
 
-fn data_header(t: &Transmit) -> Option<DataHeader> {
+fn data_header(t: &Whole) -> Option<DataHeader> {
     match parse(t).body {
         Body::Data { header, .. } => Some(header),
         _ => None,

@@ -194,9 +194,8 @@ fn termination_in_either_order_and_the_lost_last_ack() {
         ));
         net.eps[second.0].stream_finish(net.now, second.1).unwrap();
         // The last STREAM ACK (for the second FIN) is lost.
-        let sent = net.pump_with(|from, t| {
-            from == first.0 && parse(&whole(t.clone())).packet_type() == PacketType::Stream
-        });
+        let sent = net
+            .pump_with(|from, t| from == first.0 && parse(t).packet_type() == PacketType::Stream);
         assert!(!sent.is_empty());
         let ev = sevents(&mut net, first.0);
         assert!(
