@@ -199,7 +199,9 @@ impl Parked {
     /// or else (unless a thread that is not parked claimed it) the thread
     /// that has waited longest for any response.
     pub(crate) fn response_ready(&mut self, id: RpcId, claimed: bool) {
-        if let Some(v) = self.by_rpc.remove(&id) {
+        // (Usually nobody is parked for an RPC: the thread that waits for
+        // it reads the socket itself. An empty table is not hashed into.)
+        if let Some(v) = self.by_rpc_remove(id) {
             self.woken.extend(v.into_iter().map(|(_, t)| t));
         } else if !claimed && !self.for_reader(WaitFor::AnyResponse) {
             if let Some((_, t)) = self.any_response.pop_front() {
@@ -212,11 +214,19 @@ impl Parked {
     /// and so do those waiting for any response (there may be nothing
     /// outstanding now).
     pub(crate) fn rpc_gone(&mut self, id: RpcId) {
-        if let Some(v) = self.by_rpc.remove(&id) {
+        if let Some(v) = self.by_rpc_remove(id) {
             self.woken.extend(v.into_iter().map(|(_, t)| t));
         }
         self.woken
             .extend(self.any_response.drain(..).map(|(_, t)| t));
+    }
+
+    /// Takes the threads parked for RPC `id` out of the table.
+    fn by_rpc_remove(&mut self, id: RpcId) -> Option<Vec<Entry>> {
+        if self.by_rpc.is_empty() {
+            return None;
+        }
+        self.by_rpc.remove(&id)
     }
 
     /// Something happened on stream `id`: wakes every thread waiting on it
