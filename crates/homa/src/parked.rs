@@ -264,6 +264,9 @@ impl Parked {
             .pop_front()
             .or_else(|| self.accepts.pop_front())
             .or_else(|| {
+                if self.streams.is_empty() {
+                    return None;
+                }
                 let id = self.streams.keys().next().copied()?;
                 let v = self.streams.get_mut(&id)?;
                 let t = v.pop();
@@ -275,6 +278,7 @@ impl Parked {
             Some((_, t)) => Some(t),
             None => match self.any_response.pop_front() {
                 Some((_, t)) => Some(t),
+                None if self.by_rpc.is_empty() => None,
                 None => {
                     let id = self.by_rpc.keys().next().copied();
                     id.and_then(|id| {
@@ -344,6 +348,9 @@ impl<T> Handoff<T> {
 /// Unparks the threads (and wakes the tasks) [`Parked::take_woken`]
 /// returned.
 pub(crate) fn unpark(woken: Woken) {
+    if woken.is_empty() {
+        return; // (the usual case: no iterator to build)
+    }
     for t in woken {
         t.wake();
     }
