@@ -259,6 +259,14 @@ impl Parked {
 
     /// The reader role is free: wakes one thread to take it (tasks cannot).
     pub(crate) fn wake_one(&mut self) {
+        if self.requests.is_empty()
+            && self.accepts.is_empty()
+            && self.streams.is_empty()
+            && self.any_response.is_empty()
+            && self.by_rpc.is_empty()
+        {
+            return; // (the usual case: the reader was the only waiter)
+        }
         let t = match self
             .requests
             .pop_front()
@@ -348,8 +356,11 @@ impl<T> Handoff<T> {
 /// Unparks the threads (and wakes the tasks) [`Parked::take_woken`]
 /// returned.
 pub(crate) fn unpark(woken: Woken) {
-    if woken.is_empty() {
-        return; // (the usual case: no iterator to build)
+    if woken.is_empty() && !woken.spilled() {
+        // The usual case. Nothing to drop either: an empty inline vector
+        // owns nothing, and its drop glue cost more than the rest.
+        std::mem::forget(woken);
+        return;
     }
     for t in woken {
         t.wake();
