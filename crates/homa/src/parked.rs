@@ -199,7 +199,9 @@ impl Parked {
     /// or else (unless a thread that is not parked claimed it) the thread
     /// that has waited longest for any response.
     pub(crate) fn response_ready(&mut self, id: RpcId, claimed: bool) {
-        if let Some(v) = self.by_rpc.remove(&id) {
+        // (Usually nobody is parked for an RPC: the thread that waits for
+        // it reads the socket itself. An empty table is not hashed into.)
+        if let Some(v) = self.by_rpc_remove(id) {
             self.woken.extend(v.into_iter().map(|(_, t)| t));
         } else if !claimed && !self.for_reader(WaitFor::AnyResponse) {
             if let Some((_, t)) = self.any_response.pop_front() {
@@ -212,11 +214,19 @@ impl Parked {
     /// and so do those waiting for any response (there may be nothing
     /// outstanding now).
     pub(crate) fn rpc_gone(&mut self, id: RpcId) {
-        if let Some(v) = self.by_rpc.remove(&id) {
+        if let Some(v) = self.by_rpc_remove(id) {
             self.woken.extend(v.into_iter().map(|(_, t)| t));
         }
         self.woken
             .extend(self.any_response.drain(..).map(|(_, t)| t));
+    }
+
+    /// Takes the threads parked for RPC `id` out of the table.
+    fn by_rpc_remove(&mut self, id: RpcId) -> Option<Vec<Entry>> {
+        if self.by_rpc.is_empty() {
+            return None;
+        }
+        self.by_rpc.remove(&id)
     }
 
     /// Something happened on stream `id`: wakes every thread waiting on it
@@ -249,11 +259,22 @@ impl Parked {
 
     /// The reader role is free: wakes one thread to take it (tasks cannot).
     pub(crate) fn wake_one(&mut self) {
+        if self.requests.is_empty()
+            && self.accepts.is_empty()
+            && self.streams.is_empty()
+            && self.any_response.is_empty()
+            && self.by_rpc.is_empty()
+        {
+            return; // (the usual case: the reader was the only waiter)
+        }
         let t = match self
             .requests
             .pop_front()
             .or_else(|| self.accepts.pop_front())
             .or_else(|| {
+                if self.streams.is_empty() {
+                    return None;
+                }
                 let id = self.streams.keys().next().copied()?;
                 let v = self.streams.get_mut(&id)?;
                 let t = v.pop();
@@ -265,6 +286,7 @@ impl Parked {
             Some((_, t)) => Some(t),
             None => match self.any_response.pop_front() {
                 Some((_, t)) => Some(t),
+                None if self.by_rpc.is_empty() => None,
                 None => {
                     let id = self.by_rpc.keys().next().copied();
                     id.and_then(|id| {
@@ -334,6 +356,12 @@ impl<T> Handoff<T> {
 /// Unparks the threads (and wakes the tasks) [`Parked::take_woken`]
 /// returned.
 pub(crate) fn unpark(woken: Woken) {
+    if woken.is_empty() && !woken.spilled() {
+        // The usual case. Nothing to drop either: an empty inline vector
+        // owns nothing, and its drop glue cost more than the rest.
+        std::mem::forget(woken);
+        return;
+    }
     for t in woken {
         t.wake();
     }

@@ -3,6 +3,7 @@
 //! a waiting receiver (or the queue of requests); and how async callers
 //! register to be told.
 
+use super::clients::Finished;
 use super::*;
 
 impl Inner {
@@ -43,30 +44,13 @@ impl Inner {
         }
     }
 
+    /// Client RPC `rpc` ended: its outcome goes to whoever waits for it
+    /// (`clients.rs`), and the thread that waits is woken.
     pub(super) fn finish(st: &mut State, rpc: RpcId, r: Outcome) {
-        if !st.outstanding.remove(&rpc) {
-            return; // aborted meanwhile
-        }
-        let mut r = Some(r);
-        for tx in st.async_responses.remove(&rpc).unwrap_or_default() {
-            match tx.send(r.take().expect("present until sent")) {
-                Ok(()) => break,
-                Err(back) => r = Some(back), // that waiter has gone
-            }
-        }
-        if let Some(r) = r {
-            if let Some(h) = st.handoffs.remove(&rpc) {
-                // Straight to the thread waiting for it by id: woken, it
-                // takes it without the endpoint's lock.
-                st.claimed.remove(&rpc);
-                h.put(r);
-                st.parked.response_ready(rpc, true);
-                return;
-            }
-            st.done.insert(rpc, r);
-            st.done_order.push_back(rpc);
-            let claimed = st.claimed.contains(&rpc);
-            st.parked.response_ready(rpc, claimed);
+        match st.clients.finish(rpc, r) {
+            Finished::Dropped | Finished::Task => {}
+            Finished::Thread => st.parked.response_ready(rpc, true),
+            Finished::Queued { claimed } => st.parked.response_ready(rpc, claimed),
         }
     }
 
@@ -78,23 +62,12 @@ impl Inner {
         id: RpcId,
     ) -> Result<oneshot::Receiver<Outcome>, Outcome> {
         let mut st = self.lock();
-        if let Some(r) = st.done.remove(&id) {
+        let closed = self.closed.load(Ordering::Acquire);
+        let r = st.clients.register_task(id, closed);
+        if r.is_err() {
             self.sync_ready(&st);
-            return Err(r);
         }
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Err(Error::Closed));
-        }
-        if !st.outstanding.contains(&id) {
-            return Err(Err(Error::UnknownRpc(id)));
-        }
-        let (tx, rx) = oneshot::channel();
-        let waiters = st.async_responses.entry(id).or_default();
-        // Waiters that gave up (timed out, cancelled) leave: a caller
-        // waiting again and again in short slices keeps one entry.
-        waiters.retain(|w| !w.is_closed());
-        waiters.push(tx);
-        Ok(rx)
+        r
     }
 
     /// Puts a request back at the head of the queue (or hands it to the

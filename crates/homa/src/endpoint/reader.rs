@@ -333,16 +333,17 @@ impl Inner {
     }
 
     /// [`Inner::wait_until`], with a [`Handoff`] the result may come in
-    /// instead: `register(st, true)` enters it in the endpoint's state on
-    /// entry, `register(st, false)` takes it out on leaving (both under the
-    /// lock). Woken with the result in it, the thread returns without
-    /// taking the endpoint's lock again.
+    /// instead: `check` enters it in the endpoint's state (under the lock)
+    /// while it finds no result; `unregister(st)` takes it out when the
+    /// wait ends without one (a timeout, a close; a result from `check`
+    /// means `check` left nothing behind). Woken with the result in it,
+    /// the thread returns without taking the endpoint's lock again.
     #[allow(clippy::type_complexity)]
     pub(super) fn wait_until_with<T>(
         &self,
         what: WaitFor,
         deadline: Option<Instant>,
-        handoff: Option<(&Handoff<Result<T, Error>>, &dyn Fn(&mut State, bool))>,
+        handoff: Option<(&Handoff<Result<T, Error>>, &dyn Fn(&mut State))>,
         mut check: impl FnMut(&mut State) -> Option<Result<T, Error>>,
     ) -> Result<T, Error> {
         struct Waiting<'a>(&'a AtomicUsize);
@@ -371,19 +372,15 @@ impl Inner {
         let mut seen = u64::MAX;
         let mut reading = false;
         let mut st = self.lock();
-        // An RPC waited for by id is claimed meanwhile: `recv_any_response`
-        // leaves its outcome to this thread.
-        if let WaitFor::Response(id) = what {
-            st.claimed.insert(id);
-        }
-        if let Some((_, register)) = handoff {
-            register(&mut st, true);
-        }
+        // Whether the loop ended with a result (from the handoff or the
+        // check), which leaves nothing registered.
+        let mut settled = true;
         let mut result = loop {
             if let Some(r) = handoff.and_then(|(h, _)| h.take()) {
                 break r;
             }
             if self.closed.load(Ordering::Acquire) {
+                settled = false;
                 break Err(Error::Closed);
             }
             if st.generation != seen {
@@ -394,7 +391,14 @@ impl Inner {
             }
             // (Spinning threads read the clock only now and then.)
             if (spins % 16 == 0 || !busy) && deadline.is_some_and(|d| Instant::now() >= d) {
+                settled = false;
                 break Err(Error::Timeout);
+            }
+            if !reading && st.reader == Reader::Nobody {
+                // (Straight on to read: what was checked above still holds.)
+                st.reader = Reader::App;
+                st.parked.set_reader(Some(what));
+                reading = true;
             }
             if reading {
                 drop(st);
@@ -409,15 +413,8 @@ impl Inner {
                 st = self.lock();
                 continue;
             }
-            match st.reader {
-                Reader::Nobody => {
-                    st.reader = Reader::App;
-                    st.parked.set_reader(Some(what));
-                    reading = true;
-                    continue;
-                }
-                Reader::Background => self.kick.kick(),
-                Reader::App => {}
+            if st.reader == Reader::Background {
+                self.kick.kick();
             }
             // Only the reader polls; others would just burn the CPU the
             // reader needs (unless busy polling was asked for).
@@ -444,11 +441,8 @@ impl Inner {
             st = self.lock();
             st.parked.leave(what, ticket);
         };
-        if let WaitFor::Response(id) = what {
-            st.claimed.remove(&id);
-        }
-        if let Some((h, register)) = handoff {
-            register(&mut st, false);
+        if let Some((h, unregister)) = handoff.filter(|_| !settled) {
+            unregister(&mut st);
             // (Filled only under the lock, so not after the check above
             // unless by this very round: keep what it brought.)
             if let Some(r) = h.take() {
