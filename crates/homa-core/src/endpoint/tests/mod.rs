@@ -1506,5 +1506,6 @@ fn idle_peers_are_forgotten() {
 
 mod bytedance;
 mod linux;
+mod reap;
 mod sird;
 mod stream;
