@@ -406,6 +406,9 @@ impl Inner {
                 if let Some(r) = check(&mut st) {
                     break r;
                 }
+                // Nothing for this thread yet: a moment to free ended RPCs
+                // (as Linux's homa_wait_for_message reaps before it polls).
+                st.core.reap(REAP_BATCH);
             }
             // (Spinning threads read the clock only now and then.)
             if (spins % 16 == 0 || !busy) && deadline.is_some_and(|d| Instant::now() >= d) {
