@@ -12,7 +12,7 @@ fn scenario(reap_each: bool) -> (Vec<(usize, Bytes)>, Vec<String>, Vec<Metrics>)
     let mut net = Net::new(3, Config::default());
     let mut trace = Vec::new();
     let mut events = Vec::new();
-    let mut sent_packets: Vec<Transmit> = Vec::new();
+    let mut sent_packets = Vec::new();
     let mut step = |net: &mut Net, lose_every: usize, round: usize| {
         let mut k = 0;
         loop {
@@ -48,7 +48,7 @@ fn scenario(reap_each: bool) -> (Vec<(usize, Bytes)>, Vec<String>, Vec<Metrics>)
         }
         // Replay some old packets: duplicates of finished RPCs' packets.
         if round % 3 == 2 {
-            let old: Vec<Transmit> = sent_packets.iter().step_by(7).cloned().collect();
+            let old: Vec<_> = sent_packets.iter().step_by(7).cloned().collect();
             for t in old {
                 let to = net.idx(t.dst);
                 let src = net
