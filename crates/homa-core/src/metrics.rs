@@ -211,7 +211,8 @@ pub struct Metrics {
     pub stream_window_drops: u64,
     /// Control packets dropped because the driver did not poll.
     pub control_queue_drops: u64,
-    /// Gauge: RPCs in existence (client and server).
+    /// Gauge: RPCs in existence (client and server); RPCs that ended but
+    /// are not yet freed (`dead_rpcs`) are not counted.
     pub active_rpcs: u64,
     /// Gauge: client RPCs in existence.
     pub active_client_rpcs: u64,
@@ -225,8 +226,12 @@ pub struct Metrics {
     pub remembered_acks: u64,
     /// Gauge: requests partly received.
     pub partial_requests: u64,
-    /// Gauge: timers filed.
+    /// Gauge: timers filed (with those of ended RPCs not yet freed, see
+    /// `dead_rpcs`).
     pub timers: u64,
+    /// Gauge: RPCs that ended and wait to be freed (see
+    /// `Endpoint::reap`); at most `MAX_DEAD_RPCS`.
+    pub dead_rpcs: u64,
     /// Gauge: 1 while some incoming message needs grants (the receiver
     /// could use more downlink than it gets), else 0.
     pub grantable_messages: u64,

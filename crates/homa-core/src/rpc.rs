@@ -144,6 +144,9 @@ pub struct Rpc {
     pub embryo: Option<Nanos>,
     /// Probe rounds sent (timer rounds of [`Wait::Probe`]).
     pub probes: u32,
+    /// Ended, waiting to be freed: absent to every lookup of the RPC
+    /// table (see [`crate::rpc_table::RpcTable::kill`]).
+    pub(crate) dead: bool,
 }
 
 impl Rpc {
@@ -162,6 +165,7 @@ impl Rpc {
             in_grant_policy: false,
             embryo: None,
             probes: 0,
+            dead: false,
         }
     }
 

@@ -10,20 +10,35 @@
 //! of a hash lookup each. Every slot keeps its RPC's full id and every
 //! lookup, remembered or not, checks it: a stale id, or one whose slot now
 //! holds another RPC, finds nothing.
+//!
+//! An RPC that ends is not freed at once (as Linux's `homa_rpc_end`
+//! marks an RPC dead and `homa_rpc_reap` frees it later): [`RpcTable::kill`]
+//! makes it *dead*, which every lookup treats as absent (`get`,
+//! `contains_key`, `len`, `keys` see only live RPCs), and puts it on a
+//! bounded list; [`RpcTable::reap`] frees the oldest dead RPC (its map
+//! entry, its slot, its messages) and gives back its filed timer for the
+//! caller to cancel. A dead RPC keeps its map entry until reaped, so an id
+//! that comes back while it is dead is seen by [`RpcTable::insert`], which
+//! frees the dead one first.
 
 use crate::keyed::{quick_key, KeyedMap};
 use crate::rpc::Rpc;
+use crate::timers::RpcTimer;
 use crate::RpcId;
 use std::cell::Cell;
+use std::collections::VecDeque;
 
 /// Every RPC of an endpoint, by id.
 #[derive(Debug, Default)]
 pub struct RpcTable {
     index: KeyedMap<RpcId, u32>,
-    /// Each slot's RPC with its id; `None` when free.
+    /// Each slot's RPC (live or dead) with its id; `None` when free.
     slots: Vec<Option<(RpcId, Rpc)>>,
     /// Free slots.
     free: Vec<u32>,
+    /// Dead RPCs not yet reaped, oldest first, with their slots. The
+    /// caller bounds it (see `Endpoint::reap`).
+    dead: VecDeque<(RpcId, u32)>,
     /// The last lookup: the id, the [`quick_key`] of its peer (0: nothing
     /// remembered) and its slot.
     last: Cell<(u64, u64, u32)>,
@@ -56,8 +71,8 @@ impl RpcTable {
         match self.slots.get(self.slot_of(id)?)? {
             // The map and the remembered lookup only ever name the slot of
             // the same id (the peer was compared by either); the id check
-            // is a cheap second guard.
-            Some((i, rpc)) if i.id == id.id => Some(rpc),
+            // is a cheap second guard. A dead RPC is not there.
+            Some((i, rpc)) if i.id == id.id && !rpc.dead => Some(rpc),
             _ => None,
         }
     }
@@ -67,7 +82,7 @@ impl RpcTable {
     pub fn get_mut(&mut self, id: &RpcId) -> Option<&mut Rpc> {
         let slot = self.slot_of(id)?;
         match self.slots.get_mut(slot)? {
-            Some((i, rpc)) if i.id == id.id => Some(rpc),
+            Some((i, rpc)) if i.id == id.id && !rpc.dead => Some(rpc),
             _ => None,
         }
     }
@@ -78,16 +93,17 @@ impl RpcTable {
         self.get(id).is_some()
     }
 
-    /// Adds `rpc` as `id`; returns the RPC it replaced, if `id` was present.
+    /// Adds `rpc` as `id`. If `id` was present, live or dead, `rpc` takes
+    /// its place (a dead one leaves the dead list) and this returns the
+    /// timer the replaced RPC had filed, for the caller to cancel (see
+    /// [`RpcTable::reap`]).
     #[inline]
-    pub fn insert(&mut self, id: RpcId, rpc: Rpc) -> Option<Rpc> {
+    pub fn insert(&mut self, id: RpcId, rpc: Rpc) -> Option<Option<RpcTimer>> {
         use std::collections::hash_map::Entry;
         let slot = match self.index.entry(id) {
             Entry::Occupied(e) => {
-                let (_, old) = self.slots[*e.get() as usize]
-                    .as_mut()
-                    .expect("occupied slot");
-                return Some(std::mem::replace(old, rpc));
+                let slot = *e.get();
+                return Some(self.replace(id, slot, rpc));
             }
             Entry::Vacant(e) => {
                 let slot = match self.free.pop() {
@@ -105,25 +121,74 @@ impl RpcTable {
         None
     }
 
+    /// [`RpcTable::insert`] of an id present in `slot`.
+    #[cold]
+    fn replace(&mut self, id: RpcId, slot: u32, rpc: Rpc) -> Option<RpcTimer> {
+        let (_, old) = self.slots[slot as usize].as_mut().expect("occupied slot");
+        if old.dead {
+            self.dead.retain(|&(_, s)| s != slot);
+        }
+        let timer = old.timer;
+        *old = rpc;
+        self.last.set((id.id, quick_key(&id.peer), slot));
+        timer
+    }
+
     /// Takes `id` out of the table.
     pub fn remove(&mut self, id: &RpcId) -> Option<Rpc> {
         let slot = self.free_slot(id)?;
         self.slots[slot].take().map(|(_, rpc)| rpc)
     }
 
-    /// Drops `id` where it lies (no copy of the RPC out of the table);
-    /// returns false if it was not present.
-    pub fn delete(&mut self, id: &RpcId) -> bool {
-        let Some(slot) = self.free_slot(id) else {
+    /// Marks live RPC `id` dead: from now on it is absent to every lookup,
+    /// but it keeps its map entry, its slot and its memory until
+    /// [`RpcTable::reap`] frees it. Returns false if `id` was not live.
+    pub fn kill(&mut self, id: &RpcId) -> bool {
+        let Some(slot) = self.slot_of(id) else {
             return false;
         };
-        self.slots[slot] = None;
+        match &mut self.slots[slot] {
+            Some((i, rpc)) if i.id == id.id && !rpc.dead => rpc.dead = true,
+            _ => return false,
+        }
+        self.dead.push_back((*id, slot as u32));
         true
     }
 
-    /// Takes `id` out of the map and the remembered lookup and puts its
-    /// slot on the free list; the caller empties the slot.
+    /// Frees the oldest dead RPC: its map entry, its slot and its memory.
+    /// Returns its id and the timer it had filed, which the caller cancels
+    /// (a timer of a dead RPC that ran meanwhile is no longer filed:
+    /// cancelling it then removes nothing); `None` if no RPC is dead.
+    pub fn reap(&mut self) -> Option<(RpcId, Option<RpcTimer>)> {
+        let (id, slot) = self.dead.pop_front()?;
+        self.index.remove(&id);
+        self.free.push(slot);
+        if self.last.get().2 == slot {
+            self.last.set((0, 0, 0));
+        }
+        let place = &mut self.slots[slot as usize];
+        let timer = match place {
+            Some((_, rpc)) => {
+                debug_assert!(rpc.dead);
+                rpc.timer
+            }
+            None => unreachable!("a dead RPC's slot is occupied"),
+        };
+        // Dropped where it lies (an RPC is large: moving it out costs more
+        // than dropping it).
+        *place = None;
+        Some((id, timer))
+    }
+
+    /// Dead RPCs not yet reaped.
+    pub fn dead_len(&self) -> usize {
+        self.dead.len()
+    }
+
+    /// Takes live RPC `id` out of the map and the remembered lookup and
+    /// puts its slot on the free list; the caller empties the slot.
     fn free_slot(&mut self, id: &RpcId) -> Option<usize> {
+        self.get(id)?;
         let slot = self.index.remove(id)?;
         self.free.push(slot);
         if self.last.get().2 == slot {
@@ -132,19 +197,23 @@ impl RpcTable {
         Some(slot as usize)
     }
 
-    /// RPCs present.
+    /// Live RPCs (dead ones not counted).
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.index.len() - self.dead.len()
     }
 
-    /// True when there is no RPC.
+    /// True when there is no live RPC.
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.len() == 0
     }
 
-    /// The ids of all RPCs, in no particular order.
+    /// The ids of all live RPCs, in no particular order.
     pub fn keys(&self) -> impl Iterator<Item = &RpcId> + '_ {
-        self.slots.iter().flatten().map(|(id, _)| id)
+        self.slots
+            .iter()
+            .flatten()
+            .filter(|(_, rpc)| !rpc.dead)
+            .map(|(id, _)| id)
     }
 }
 
@@ -198,7 +267,8 @@ mod tests {
         assert!(t.remove(&id("10.0.0.1:2", 6)).is_none());
         assert_eq!(t.get(&c).unwrap().last_heard, 3);
         // Replacing keeps one entry.
-        assert_eq!(t.insert(c, rpc(4)).unwrap().last_heard, 3);
+        assert_eq!(t.insert(c, rpc(4)), Some(None));
+        assert_eq!(t.get(&c).unwrap().last_heard, 4);
         assert_eq!(t.len(), 2);
         let mut keys: Vec<_> = t.keys().copied().collect();
         keys.sort_unstable();
@@ -211,10 +281,60 @@ mod tests {
         assert!(t.get(&id("[::2]:9", 8)).is_none());
         assert_eq!(t.remove(&v).unwrap().last_heard, 5);
         assert!(t.get(&v).is_none());
-        // Dropped in place: gone the same way.
-        assert!(t.delete(&b));
-        assert!(!t.delete(&b));
+        // Killed: gone the same way, though not yet freed.
+        assert!(t.kill(&b));
+        assert!(!t.kill(&b));
         assert!(t.get(&b).is_none() && t.get(&c).is_some());
+    }
+
+    #[test]
+    fn dead_rpcs_are_absent_until_reaped_then_freed() {
+        let mut t = RpcTable::default();
+        let a = id("10.0.0.1:1", 2);
+        let b = id("10.0.0.1:1", 4);
+        t.insert(a, rpc(1));
+        let mut r = rpc(2);
+        r.timer = Some(RpcTimer {
+            at: 7,
+            lenient: false,
+        });
+        t.insert(b, r);
+        assert!(t.get(&b).is_some(), "remembered as the last lookup");
+        assert!(t.kill(&b));
+        // Absent to every lookup, remembered or not, and to every count.
+        assert!(t.get(&b).is_none() && t.get_mut(&b).is_none() && !t.contains_key(&b));
+        assert_eq!((t.len(), t.dead_len()), (1, 1));
+        assert_eq!(t.keys().copied().collect::<Vec<_>>(), vec![a]);
+        assert!(t.remove(&b).is_none(), "a dead RPC is not removed twice");
+        assert!(!t.kill(&b));
+        // Reaping frees its slot and gives back its timer.
+        assert_eq!(
+            t.reap(),
+            Some((
+                b,
+                Some(RpcTimer {
+                    at: 7,
+                    lenient: false
+                })
+            ))
+        );
+        assert_eq!(t.reap(), None);
+        assert_eq!((t.len(), t.dead_len(), t.index.len()), (1, 0, 1));
+        let c = id("10.0.0.1:1", 6);
+        t.insert(c, rpc(3));
+        assert_eq!(t.slots.len(), 2, "the reaped slot was reused");
+        // An id that comes back while dead replaces the dead RPC, which
+        // leaves the dead list.
+        assert!(t.kill(&a));
+        assert!(t.kill(&c));
+        assert!(t.is_empty());
+        assert_eq!(t.insert(a, rpc(4)), Some(None));
+        assert_eq!(t.get(&a).unwrap().last_heard, 4);
+        assert_eq!((t.len(), t.dead_len()), (1, 1));
+        assert_eq!(t.reap().map(|(i, _)| i), Some(c));
+        assert_eq!(t.reap(), None);
+        assert_eq!(t.get(&a).unwrap().last_heard, 4);
+        assert_eq!(t.index.len(), 1);
     }
 
     #[test]

@@ -148,6 +148,17 @@ impl TimerTable {
     pub fn is_empty(&self) -> bool {
         self.strict.is_empty() && self.lenient.is_empty()
     }
+
+    /// Entries filed for RPC `id` (a scan: for tests).
+    #[cfg(test)]
+    pub(crate) fn filed_for(&self, id: RpcId) -> usize {
+        let t = Timer::Rpc(id);
+        self.strict
+            .iter()
+            .chain(&self.lenient)
+            .filter(|(_, x)| *x == t)
+            .count()
+    }
 }
 
 #[cfg(test)]

@@ -417,6 +417,9 @@ impl Transport for HomaHost {
             t.payload,
             meta,
         );
+        // Ended RPCs are freed right after each event, so the core's state
+        // between events is what it would be if it freed them at once.
+        self.ep.reap(usize::MAX);
         self.drain_events(now_ns);
     }
 
@@ -455,6 +458,7 @@ impl Transport for HomaHost {
     fn on_timeout(&mut self, now: Time) {
         let now_ns = self.clock(now);
         self.ep.handle_timeout(now_ns);
+        self.ep.reap(usize::MAX);
         self.drain_events(now_ns);
     }
 

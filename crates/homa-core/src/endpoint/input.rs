@@ -326,7 +326,7 @@ impl Endpoint {
         rpc.incast = h.flags & DATA_FLAG_INCAST != 0;
         self.record_size(now, h.message_length);
         self.bytedance_new_message(now, id, h, granted);
-        self.rpcs.insert(id, rpc);
+        self.insert_rpc(id, rpc);
         true
     }
 

@@ -12,6 +12,25 @@
 //! - acks ([`crate::ack::AckMemory`]) and all timers in one table, strict
 //!   and lenient ones apart ([`crate::timers::TimerTable`]).
 //!
+//! An RPC that ends (a client's response delivered, a server's response
+//! acked, an abort, a failure) leaves at once everything that decides what
+//! the protocol does: the RPC table's lookups and counts, the sender's and
+//! the receiver's policies (grants), the peer's counts, the buffer
+//! accounting; a packet or a timer for it is handled exactly as if it were
+//! gone. Freeing it (its messages, its slot and map entry, cancelling its
+//! timer) waits for [`Endpoint::reap`], which a driver calls when it has
+//! nothing better to do (as Linux's `homa_rpc_reap`), so that the work is
+//! off the path from a packet's arrival to the application. The invariant:
+//! a dead RPC is absent to every lookup and every count ([`Metrics`]'s
+//! `active_rpcs` counts live RPCs only; `dead_rpcs` the others), and at
+//! most [`MAX_DEAD_RPCS`] wait (the endpoint reaps by itself past that,
+//! when the RPC table would otherwise exceed `max_rpcs` slots, and before
+//! an id that is still dead is used again). A dead RPC's timer may stay
+//! filed until it is reaped: when it comes first it finds no RPC and does
+//! nothing, and the other timers keep their order; it only counts in the
+//! `timers` gauge and may make [`Endpoint::poll_timeout`] earlier than
+//! needed.
+//!
 //! The code is split by what drives it: the application API here,
 //! `input` for received packets, `output` for packets to send,
 //! `timer` for timeouts, `diag` for diagnostics.
@@ -51,6 +70,11 @@ use sender::Sender;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use tracing::trace;
+
+/// Most ended RPCs that wait to be freed (see [`Endpoint::reap`]): past it,
+/// ending an RPC frees the oldest one at once. (Each holds its messages
+/// until freed.)
+pub const MAX_DEAD_RPCS: usize = 64;
 
 /// The Homa protocol for one local address and port.
 ///
@@ -199,6 +223,7 @@ impl Endpoint {
     pub fn metrics(&self) -> Metrics {
         let mut m = self.metrics.clone();
         m.active_rpcs = self.rpcs.len() as u64;
+        m.dead_rpcs = self.rpcs.dead_len() as u64;
         m.active_client_rpcs = self.client_rpcs as u64;
         m.rx_bytes_buffered = self.receiver.buffered;
         m.tx_bytes_buffered = self.sender.buffered;
@@ -284,7 +309,7 @@ impl Endpoint {
             now,
         );
         rpc.incast = incast;
-        self.rpcs.insert(id, rpc);
+        self.insert_rpc(id, rpc);
         self.client_rpcs += 1;
         self.sender.buffered += len as u64;
         self.metrics.requests_started += 1;
@@ -358,6 +383,34 @@ impl Endpoint {
         for peer in self.peers.owed_acks() {
             self.flush_acks(now, peer, 0);
         }
+        self.reap(usize::MAX);
+    }
+
+    /// Frees up to `max` of the RPCs that ended and wait to be freed (their
+    /// messages, their places in the RPC and timer tables), oldest first;
+    /// returns how many it freed. Nothing the protocol does depends on it:
+    /// an ended RPC is already gone for every packet and timer. Call it when
+    /// there is nothing more urgent to do (e.g. before blocking for input),
+    /// not between a packet's arrival and handing its message over. The
+    /// endpoint frees them by itself when more than [`MAX_DEAD_RPCS`] wait,
+    /// so a driver that never calls this holds at most that many.
+    // (Never inlined: off the hot path, and a profile shows its cost.)
+    #[inline(never)]
+    pub fn reap(&mut self, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some((id, timer)) = self.rpcs.reap() else {
+                break;
+            };
+            self.timers.cancel_rpc(id, timer);
+            n += 1;
+        }
+        n
+    }
+
+    /// RPCs that ended and wait for [`Endpoint::reap`].
+    pub fn reapable(&self) -> usize {
+        self.rpcs.dead_len()
     }
 
     /// The next event for the application.
@@ -425,27 +478,48 @@ impl Endpoint {
         }
     }
 
-    /// Frees an RPC and everything filed under it, and returns it.
+    /// Adds a new RPC to the table. An RPC of the same id that ended and
+    /// was not yet freed is freed first (its timer cancelled), and when the
+    /// table's slots would otherwise exceed `max_rpcs` every ended RPC is.
+    fn insert_rpc(&mut self, id: RpcId, rpc: Rpc) {
+        let dead = self.rpcs.dead_len();
+        if dead > 0 && self.rpcs.len() + dead >= self.config.max_rpcs as usize {
+            self.reap(usize::MAX);
+        }
+        // (Callers insert ids that are not live: what this replaces is a
+        // dead RPC.)
+        if let Some(timer) = self.rpcs.insert(id, rpc) {
+            self.timers.cancel_rpc(id, timer);
+        }
+    }
+
+    /// Frees an RPC and everything filed under it at once, and returns it.
     fn remove_rpc(&mut self, now: Nanos, id: RpcId) -> Option<Rpc> {
         let client = self.unfile_rpc(id)?;
-        let rpc = self.rpcs.remove(&id);
+        let mut rpc = self.rpcs.remove(&id);
+        if let Some(r) = rpc.as_mut() {
+            self.timers.cancel_rpc(id, r.timer.take());
+        }
         self.rpc_gone(now, id, client);
         rpc
     }
 
-    /// Like [`Endpoint::remove_rpc`], but drops the RPC where it lies
-    /// (an RPC is large: moving it out costs more than the rest of its
-    /// removal). Returns false if there was no such RPC.
+    /// Ends an RPC: gone at once for the protocol (see the module's
+    /// documentation), freed later by [`Endpoint::reap`]. Returns false if
+    /// there was no such RPC.
     fn discard_rpc(&mut self, now: Nanos, id: RpcId) -> bool {
         let Some(client) = self.unfile_rpc(id) else {
             return false;
         };
-        self.rpcs.delete(&id);
+        self.rpcs.kill(&id);
         self.rpc_gone(now, id, client);
+        if self.rpcs.dead_len() > MAX_DEAD_RPCS {
+            self.reap(1);
+        }
         true
     }
 
-    /// Takes RPC `id` out of the sender, the receiver and the timers,
+    /// Takes RPC `id` out of the sender and the receiver (not the timers),
     /// leaving it in the table; returns whether it is a client RPC.
     fn unfile_rpc(&mut self, id: RpcId) -> Option<bool> {
         let rpc = self.rpcs.get_mut(&id)?;
@@ -455,7 +529,6 @@ impl Endpoint {
         }
         self.sender.forget(id, rpc);
         self.receiver.forget(id, rpc);
-        self.timers.cancel_rpc(id, rpc.timer.take());
         Some(rpc.is_client())
     }
 

@@ -5,6 +5,14 @@
 
 use super::*;
 
+/// Most ended RPCs a thread frees ([`homa_core::Endpoint::reap`]) each time
+/// it is about to sleep or finds no input: the freeing waits for a moment
+/// with nothing better to do (as Linux's `homa_rpc_reap`), never between
+/// a packet's arrival and handing its message over, and a batch holds the
+/// endpoint's lock only briefly. (The core frees the oldest by itself
+/// when more than `homa_core::endpoint::MAX_DEAD_RPCS` wait.)
+const REAP_BATCH: usize = 16;
+
 impl Inner {
     /// Takes in one received datagram: through the fault shim if there is
     /// one, then the port check, then the core.
@@ -156,6 +164,9 @@ impl Inner {
     pub(super) fn sleep_until_input(&self, deadline: Option<Instant>, mode: ReadMode) -> bool {
         let now = self.now();
         let mut st = self.lock();
+        // About to sleep: free ended RPCs first (their timers too, so the
+        // deadlines below are not theirs).
+        st.core.reap(REAP_BATCH);
         let since = |t: Nanos| Duration::from_nanos(t.saturating_sub(now));
         // The core's strict timers and the caller's deadline must not be
         // missed (a late RESEND tick delays the recovery of every lost
@@ -266,6 +277,10 @@ impl Inner {
                 }
             }
             let now = self.now();
+            if n == 0 {
+                // Nothing came: a moment to free ended RPCs.
+                st.core.reap(REAP_BATCH);
+            }
             let backlogged = n == max && max > 1;
             let mut ce_marks = 0;
             for i in 0..n {
@@ -388,6 +403,9 @@ impl Inner {
                 if let Some(r) = check(&mut st) {
                     break r;
                 }
+                // Nothing for this thread yet: a moment to free ended RPCs
+                // (as Linux's homa_wait_for_message reaps before it polls).
+                st.core.reap(REAP_BATCH);
             }
             // (Spinning threads read the clock only now and then.)
             if (spins % 16 == 0 || !busy) && deadline.is_some_and(|d| Instant::now() >= d) {
@@ -428,6 +446,7 @@ impl Inner {
             if let Some(d) = deadline {
                 wait = wait.min(d.saturating_duration_since(Instant::now()));
             }
+            st.core.reap(REAP_BATCH);
             let ticket = st.parked.enter(what);
             drop(st);
             std::thread::park_timeout(wait);

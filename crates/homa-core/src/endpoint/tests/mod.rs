@@ -1523,5 +1523,6 @@ fn idle_peers_are_forgotten() {
 
 mod bytedance;
 mod linux;
+mod reap;
 mod sird;
 mod stream;
