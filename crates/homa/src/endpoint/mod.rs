@@ -383,9 +383,10 @@ impl Endpoint {
     /// Starts an RPC; collect its response with [`Endpoint::recv_response`]
     /// or [`Endpoint::recv_any_response`].
     pub fn send_request(&self, dest: SocketAddr, request: Bytes) -> Result<RpcId, Error> {
-        let (id, st, send) = self.inner.start_request(dest, request)?;
+        let mut out = Output::new();
+        let (id, st, send) = self.inner.start_request(dest, request, &mut out)?;
         drop(st);
-        self.inner.send_queued(send);
+        self.inner.send_queued(send, &out);
         Ok(id)
     }
 
@@ -448,11 +449,12 @@ impl Endpoint {
         inner.check_open()?;
         let now = inner.now();
         st.core.reply(now, id, response)?;
-        let out = inner.take_output(&mut st, now);
+        let mut out = Output::new();
+        inner.take_output(&mut st, now, &mut out);
         inner.wake_reader_for_pacer(&st);
-        let send = inner.queue_out(out);
+        let send = inner.queue_out(&mut out);
         drop(st);
-        inner.send_queued(send);
+        inner.send_queued(send, &out);
         Ok(())
     }
 
@@ -576,12 +578,13 @@ impl Inner {
     }
 
     /// Starts an RPC: returns its id, the lock (still held) and whether the
-    /// caller is to send the queued output once it releases it
+    /// caller is to send `out`, the output taken, once it releases it
     /// ([`Inner::send_queued`]).
     fn start_request(
         &self,
         dest: SocketAddr,
         request: Bytes,
+        out: &mut Output,
     ) -> Result<(RpcId, MutexGuard<'_, State>, bool), Error> {
         self.check_open()?;
         if dest.is_ipv4() != self.local.is_ipv4() {
@@ -597,7 +600,7 @@ impl Inner {
         let now = self.now();
         let id = st.core.send_request(now, dest, request)?;
         st.clients.start(id);
-        let out = self.take_output(&mut st, now);
+        self.take_output(&mut st, now, out);
         self.wake_reader_for_pacer(&st);
         let send = self.queue_out(out);
         Ok((id, st, send))

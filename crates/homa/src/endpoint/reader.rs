@@ -123,13 +123,14 @@ impl Inner {
     /// to their waiters, then (the lock released) wakes those threads and
     /// sends.
     fn end_round(&self, mut st: MutexGuard<'_, State>, now: Nanos) {
-        let out = self.take_output(&mut st, now);
+        let mut out = Output::new();
+        self.take_output(&mut st, now, &mut out);
         self.dispatch(&mut st, now);
-        let send = self.queue_out(out);
+        let send = self.queue_out(&mut out);
         let woken = st.parked.take_woken();
         drop(st);
         unpark(woken);
-        self.send_queued(send);
+        self.send_queued(send, &out);
     }
 
     /// One round of the reader's work: wait for input (or a deadline), then
