@@ -402,10 +402,15 @@ impl Endpoint {
         &self,
         timeout: Option<Duration>,
     ) -> Result<(RpcId, Result<Bytes, Error>), Error> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let (id, outcome) = self
-            .inner
-            .wait_until(WaitFor::AnyResponse, deadline, |st| st.clients.take_any())?;
+        let clock = Instant::now();
+        let deadline = timeout.map(|t| clock + t);
+        let (id, outcome) = self.inner.wait_until_with(
+            WaitFor::AnyResponse,
+            deadline,
+            Some(clock),
+            None,
+            |st| st.clients.take_any(),
+        )?;
         Ok((id, outcome.map(Message::into_bytes)))
     }
 
@@ -414,9 +419,10 @@ impl Endpoint {
     /// `bytes::Buf`): no copy into one buffer, which for large messages is
     /// a copy of every byte (what Linux Homa's buffer pool saves too).
     pub fn recv_request_parts(&self, timeout: Option<Duration>) -> Result<(RpcId, Message), Error> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let clock = Instant::now();
+        let deadline = timeout.map(|t| clock + t);
         self.inner
-            .wait_until(WaitFor::Request, deadline, |st| {
+            .wait_until_with(WaitFor::Request, deadline, Some(clock), None, |st| {
                 st.requests.pop_front().map(Ok)
             })
             .map(|q| (q.id, q.message))
@@ -429,8 +435,9 @@ impl Endpoint {
         id: RpcId,
         timeout: Option<Duration>,
     ) -> Result<Message, Error> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        self.inner.wait_response(id, deadline)
+        let clock = Instant::now();
+        let deadline = timeout.map(|t| clock + t);
+        self.inner.wait_response(id, deadline, clock)
     }
 
     /// Waits for the next request (at most `timeout`, or for ever).
@@ -607,14 +614,27 @@ impl Inner {
     }
 
     /// Waits for the outcome of `id`; it comes through this thread's
-    /// [`Handoff`] when it arrives while the thread waits.
-    fn wait_response(&self, id: RpcId, deadline: Option<Instant>) -> Result<Message, Error> {
+    /// [`Handoff`] when it arrives while the thread waits. `clock`: the
+    /// caller's reading of the clock, just taken (see
+    /// [`Inner::wait_until_with`]).
+    fn wait_response(
+        &self,
+        id: RpcId,
+        deadline: Option<Instant>,
+        clock: Instant,
+    ) -> Result<Message, Error> {
         HANDOFF.with(|h| {
             // Each check also claims the RPC and enters the handoff (a
             // second thread waiting for the same RPC goes without).
             let check = |st: &mut State| st.clients.collect(id, h);
             let unclaim = |st: &mut State| st.clients.unclaim(id, h);
-            self.wait_until_with(WaitFor::Response(id), deadline, Some((h, &unclaim)), check)
+            self.wait_until_with(
+                WaitFor::Response(id),
+                deadline,
+                Some(clock),
+                Some((h, &unclaim)),
+                check,
+            )
         })
     }
 
