@@ -594,11 +594,19 @@ impl Endpoint {
     }
 
     /// Grants to the incoming messages that deserve it now, if anything
-    /// changed since the last decision.
+    /// changed since the last decision. (The check inline: every packet
+    /// taken, and every poll that finds none, makes it.)
+    #[inline]
     fn decide_grants(&mut self, now: Nanos) {
-        if !std::mem::take(&mut self.grants_due) {
-            return;
+        if self.grants_due {
+            self.decide_due_grants(now);
         }
+    }
+
+    /// [`Endpoint::decide_grants`] when something changed.
+    #[inline(never)]
+    fn decide_due_grants(&mut self, now: Nanos) {
+        self.grants_due = false;
         let grants = self.receiver.schedule(now);
         for g in grants {
             let Some(rpc) = self.rpcs.get_mut(&g.id) else {
