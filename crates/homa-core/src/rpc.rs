@@ -226,7 +226,13 @@ impl Rpc {
     /// NEED_ACK only keeps the RPC's state a little longer. (A stream's
     /// acks move the stream on: they stay strict.)
     pub fn lenient_wait(&self) -> bool {
-        matches!(self.phase, Phase::Responding { .. }) && self.wait() == Some(Wait::Ack)
+        self.wait().is_some_and(|wait| self.lenient_wait_for(wait))
+    }
+
+    /// [`Rpc::lenient_wait`] of an RPC known to wait for `wait` (what
+    /// [`Rpc::wait`] says, worked out by the caller).
+    pub fn lenient_wait_for(&self, wait: Wait) -> bool {
+        matches!(self.phase, Phase::Responding { .. }) && wait == Wait::Ack
     }
 
     /// What the RPC waits for from its peer, if anything.

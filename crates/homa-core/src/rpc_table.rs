@@ -28,12 +28,23 @@ use crate::RpcId;
 use std::cell::Cell;
 use std::collections::VecDeque;
 
+/// One slot of the table: an RPC (live or dead) and its id, or no RPC
+/// (a free slot, its `id` then stale). (Not `Option<(RpcId, Rpc)>`: an RPC
+/// is large, and storing one as part of a new tuple built it on the stack
+/// and copied it twice; `Option<Rpc>` has the layout of an `Rpc`, so an RPC
+/// is moved into its slot with one copy.)
+#[derive(Debug)]
+struct Slot {
+    id: RpcId,
+    rpc: Option<Rpc>,
+}
+
 /// Every RPC of an endpoint, by id.
 #[derive(Debug, Default)]
 pub struct RpcTable {
     index: KeyedMap<RpcId, u32>,
-    /// Each slot's RPC (live or dead) with its id; `None` when free.
-    slots: Vec<Option<(RpcId, Rpc)>>,
+    /// Each slot's RPC (live or dead) with its id.
+    slots: Vec<Slot>,
     /// Free slots.
     free: Vec<u32>,
     /// Dead RPCs not yet reaped, oldest first, with their slots. The
@@ -68,11 +79,12 @@ impl RpcTable {
     /// The RPC `id`, if present.
     #[inline]
     pub fn get(&self, id: &RpcId) -> Option<&Rpc> {
-        match self.slots.get(self.slot_of(id)?)? {
+        let slot = self.slots.get(self.slot_of(id)?)?;
+        match &slot.rpc {
             // The map and the remembered lookup only ever name the slot of
             // the same id (the peer was compared by either); the id check
             // is a cheap second guard. A dead RPC is not there.
-            Some((i, rpc)) if i.id == id.id && !rpc.dead => Some(rpc),
+            Some(rpc) if slot.id.id == id.id && !rpc.dead => Some(rpc),
             _ => None,
         }
     }
@@ -80,9 +92,10 @@ impl RpcTable {
     /// Mutable [`RpcTable::get`].
     #[inline]
     pub fn get_mut(&mut self, id: &RpcId) -> Option<&mut Rpc> {
-        let slot = self.slot_of(id)?;
-        match self.slots.get_mut(slot)? {
-            Some((i, rpc)) if i.id == id.id && !rpc.dead => Some(rpc),
+        let i = self.slot_of(id)?;
+        let slot = self.slots.get_mut(i)?;
+        match &mut slot.rpc {
+            Some(rpc) if slot.id.id == id.id && !rpc.dead => Some(rpc),
             _ => None,
         }
     }
@@ -109,14 +122,23 @@ impl RpcTable {
                 let slot = match self.free.pop() {
                     Some(s) => s,
                     None => {
-                        self.slots.push(None);
+                        self.slots.push(Slot { id, rpc: None });
                         u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 RPCs")
                     }
                 };
                 *e.insert(slot)
             }
         };
-        self.slots[slot as usize] = Some((id, rpc));
+        // A vacant id's slot is free (taken from the free list or just
+        // pushed): the RPC is written where it lies. (An assignment would
+        // drop the old value between reading `rpc` and storing it, which
+        // kept the compiler from copying it straight into place.)
+        let place = &mut self.slots[slot as usize];
+        place.id = id;
+        match &mut place.rpc {
+            free @ None => *free = Some(rpc),
+            Some(_) => unreachable!("a free slot is empty"),
+        }
         self.last.set((id.id, quick_key(&id.peer), slot));
         None
     }
@@ -124,7 +146,10 @@ impl RpcTable {
     /// [`RpcTable::insert`] of an id present in `slot`.
     #[cold]
     fn replace(&mut self, id: RpcId, slot: u32, rpc: Rpc) -> Option<RpcTimer> {
-        let (_, old) = self.slots[slot as usize].as_mut().expect("occupied slot");
+        let old = self.slots[slot as usize]
+            .rpc
+            .as_mut()
+            .expect("occupied slot");
         if old.dead {
             self.dead.retain(|&(_, s)| s != slot);
         }
@@ -137,7 +162,7 @@ impl RpcTable {
     /// Takes `id` out of the table.
     pub fn remove(&mut self, id: &RpcId) -> Option<Rpc> {
         let slot = self.free_slot(id)?;
-        self.slots[slot].take().map(|(_, rpc)| rpc)
+        self.slots[slot].rpc.take()
     }
 
     /// Marks live RPC `id` dead: from now on it is absent to every lookup,
@@ -147,8 +172,9 @@ impl RpcTable {
         let Some(slot) = self.slot_of(id) else {
             return false;
         };
-        match &mut self.slots[slot] {
-            Some((i, rpc)) if i.id == id.id && !rpc.dead => rpc.dead = true,
+        let place = &mut self.slots[slot];
+        match &mut place.rpc {
+            Some(rpc) if place.id.id == id.id && !rpc.dead => rpc.dead = true,
             _ => return false,
         }
         self.dead.push_back((*id, slot as u32));
@@ -166,9 +192,9 @@ impl RpcTable {
         if self.last.get().2 == slot {
             self.last.set((0, 0, 0));
         }
-        let place = &mut self.slots[slot as usize];
+        let place = &mut self.slots[slot as usize].rpc;
         let timer = match place {
-            Some((_, rpc)) => {
+            Some(rpc) => {
                 debug_assert!(rpc.dead);
                 rpc.timer
             }
@@ -211,9 +237,8 @@ impl RpcTable {
     pub fn keys(&self) -> impl Iterator<Item = &RpcId> + '_ {
         self.slots
             .iter()
-            .flatten()
-            .filter(|(_, rpc)| !rpc.dead)
-            .map(|(id, _)| id)
+            .filter(|s| s.rpc.as_ref().is_some_and(|rpc| !rpc.dead))
+            .map(|s| &s.id)
     }
 }
 

@@ -451,24 +451,28 @@ impl Endpoint {
         self.sender.refile(id, rpc);
         self.receiver.refile(now, id, rpc, grant_window);
         let held = grant_window == Some(0) && rpc.in_grant_policy;
-        let waiting = rpc.wait().is_some();
+        // (What it waits for is worked out once here: `heard` changes
+        // nothing it depends on.)
+        let wait = rpc.wait();
+        let waiting = wait.is_some();
         if waiting && !rpc.waiting {
             // Silence counts from when the RPC started waiting (a message
             // that sat in the sender's queue was not waiting on its peer).
             rpc.heard(now.max(rpc.last_heard));
         }
         rpc.waiting = waiting;
-        if waiting {
+        if let Some(wait) = wait {
+            let lenient = rpc.lenient_wait_for(wait);
             match rpc.timer {
                 None => {
-                    let at = timer::due(&self.config, rpc);
-                    timer::file_rpc_timer(&mut self.timers, id, rpc, at);
+                    let at = timer::due_for(&self.config, rpc, wait);
+                    rpc.timer = Some(self.timers.set_rpc(id, at, lenient));
                 }
                 // It waits for more than an ack again: the same deadline,
                 // kept strictly.
-                Some(t) if t.lenient && !rpc.lenient_wait() => {
+                Some(t) if t.lenient && !lenient => {
                     self.timers.cancel_rpc(id, Some(t));
-                    timer::file_rpc_timer(&mut self.timers, id, rpc, t.at);
+                    rpc.timer = Some(self.timers.set_rpc(id, t.at, lenient));
                 }
                 Some(_) => {}
             }
@@ -590,11 +594,19 @@ impl Endpoint {
     }
 
     /// Grants to the incoming messages that deserve it now, if anything
-    /// changed since the last decision.
+    /// changed since the last decision. (The check inline: every packet
+    /// taken, and every poll that finds none, makes it.)
+    #[inline]
     fn decide_grants(&mut self, now: Nanos) {
-        if !std::mem::take(&mut self.grants_due) {
-            return;
+        if self.grants_due {
+            self.decide_due_grants(now);
         }
+    }
+
+    /// [`Endpoint::decide_grants`] when something changed.
+    #[inline(never)]
+    fn decide_due_grants(&mut self, now: Nanos) {
+        self.grants_due = false;
         let grants = self.receiver.schedule(now);
         for g in grants {
             let Some(rpc) = self.rpcs.get_mut(&g.id) else {

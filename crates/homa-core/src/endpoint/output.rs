@@ -61,6 +61,10 @@ impl Endpoint {
         let t = match self.sender.pop_control() {
             Some(t) => t,
             None => {
+                // (No message to choose from: no call through the policy.)
+                if !self.sender.has_filed() {
+                    return None;
+                }
                 let id = self.sender.policy.next(now)?;
                 self.data_packet_of(now, id)?
             }

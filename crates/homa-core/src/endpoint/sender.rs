@@ -27,6 +27,10 @@ pub(super) struct Sender {
     /// Scheduled credit held over all outgoing messages (granted, not
     /// sent): SIRD's Σ c_r.
     pub unspent_credit: u64,
+    /// Messages filed with the policy (RPCs whose `sendable` is set): when
+    /// none is, the policy has nothing to choose from, and
+    /// [`Sender::has_filed`] says so without a call through it.
+    filed: usize,
 }
 
 impl Sender {
@@ -36,6 +40,7 @@ impl Sender {
             control: VecDeque::new(),
             buffered: 0,
             unspent_credit: 0,
+            filed: 0,
         }
     }
 
@@ -49,6 +54,7 @@ impl Sender {
             Some(m) => {
                 let key = (m.bytes_left(), m.seq);
                 if rpc.sendable != Some(key) {
+                    self.filed += rpc.sendable.is_none() as usize;
                     self.policy.update(&OutView {
                         id,
                         bytes_left: key.0,
@@ -59,6 +65,7 @@ impl Sender {
             }
             None => {
                 if rpc.sendable.take().is_some() {
+                    self.filed -= 1;
                     self.policy.remove(id);
                 }
             }
@@ -69,6 +76,7 @@ impl Sender {
     pub fn forget(&mut self, id: RpcId, rpc: &mut Rpc) {
         self.unspent_credit -= std::mem::take(&mut rpc.credit) as u64;
         if rpc.sendable.take().is_some() {
+            self.filed -= 1;
             self.policy.remove(id);
         }
         if let Some(m) = rpc.phase.msgout() {
@@ -142,5 +150,62 @@ impl Sender {
 
     pub fn control_is_empty(&self) -> bool {
         self.control.is_empty()
+    }
+
+    /// Whether any message is filed with the policy. When not, the policy
+    /// holds none and would choose none ([`SenderPolicy::next`] is not
+    /// called then).
+    #[inline]
+    pub fn has_filed(&self) -> bool {
+        debug_assert!(self.filed > 0 || self.policy.peek().is_none());
+        self.filed > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outgoing::OutMessage;
+    use crate::policy::homa::HomaSender;
+    use crate::rpc::Phase;
+    use crate::Config;
+
+    fn client_rpc(len: usize) -> Rpc {
+        let request = OutMessage::new(Bytes::from(vec![1; len]), len as u32, 0, 1, 0);
+        Rpc::new(
+            Phase::Client {
+                request,
+                response: None,
+            },
+            0,
+        )
+    }
+
+    #[test]
+    fn has_filed_follows_the_messages_filed_with_the_policy() {
+        let mut s = Sender::new(Box::new(HomaSender::new(&Config::default())));
+        s.buffered = 3100;
+        let peer = "127.0.0.1:9".parse().unwrap();
+        let (a, b) = (RpcId { id: 2, peer }, RpcId { id: 4, peer });
+        let (mut ra, mut rb) = (client_rpc(3000), client_rpc(100));
+        assert!(!s.has_filed());
+        s.refile(a, &mut ra);
+        s.refile(b, &mut rb);
+        // Refiled under a new key: still one entry each.
+        ra.phase.msgout_mut().unwrap().next_chunk(1400);
+        s.refile(a, &mut ra);
+        assert_eq!(s.filed, 2);
+        assert!(s.has_filed());
+        // One sends everything (refiled: out of the policy), the other is
+        // forgotten: nothing left to choose from.
+        while rb.phase.msgout_mut().unwrap().next_chunk(1400).is_some() {}
+        s.refile(b, &mut rb);
+        assert!(s.has_filed());
+        s.forget(a, &mut ra);
+        assert!(!s.has_filed());
+        assert_eq!(s.policy.next(0), None);
+        // Refiling an RPC with nothing to send changes nothing.
+        s.refile(b, &mut rb);
+        assert!(!s.has_filed());
     }
 }

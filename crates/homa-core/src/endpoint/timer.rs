@@ -24,7 +24,18 @@ pub(super) const KEEPALIVE_TICKS: u32 = 40;
 
 /// When a waiting RPC's next round is due.
 pub(super) fn due(config: &Config, rpc: &Rpc) -> Nanos {
-    let first = if rpc.wait() == Some(Wait::Ack) {
+    due_after(config, rpc, rpc.wait() == Some(Wait::Ack))
+}
+
+/// [`due`] of an RPC known to wait for `wait` (`rpc.wait()`, worked out
+/// by the caller).
+pub(super) fn due_for(config: &Config, rpc: &Rpc, wait: Wait) -> Nanos {
+    due_after(config, rpc, wait == Wait::Ack)
+}
+
+/// [`due`], given whether the RPC waits for an ack.
+fn due_after(config: &Config, rpc: &Rpc, ack: bool) -> Nanos {
+    let first = if ack {
         config.need_ack_ticks
     } else {
         config.resend_ticks
@@ -335,5 +346,67 @@ impl Endpoint {
             self.remember_done(now, id);
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::incoming::InMessage;
+    use crate::outgoing::OutMessage;
+    use crate::rpc::Phase;
+    use bytes::Bytes;
+
+    /// RPCs in each phase: a message not sent yet and one fully sent, a
+    /// request partly received, one in service.
+    fn rpcs() -> Vec<Rpc> {
+        let out = |sent: bool| {
+            let mut m = OutMessage::new(Bytes::from(vec![7; 3000]), 3000, 0, 1, 0);
+            while sent && m.next_chunk(1400).is_some() {}
+            m
+        };
+        let mut v = Vec::new();
+        for sent in [false, true] {
+            v.push(Rpc::new(
+                Phase::Client {
+                    request: out(sent),
+                    response: None,
+                },
+                1_000,
+            ));
+            v.push(Rpc::new(
+                Phase::Responding {
+                    response: out(sent),
+                },
+                2_000,
+            ));
+        }
+        v.push(Rpc::new(
+            Phase::Receiving {
+                request: InMessage::new(5000, 1000, 3),
+            },
+            3_000,
+        ));
+        v.push(Rpc::new(Phase::InService, 4_000));
+        v
+    }
+
+    #[test]
+    fn the_wait_worked_out_once_gives_the_same_deadline_and_set() {
+        let config = Config::default();
+        let mut seen = Vec::new();
+        for mut rpc in rpcs() {
+            for unanswered in [0, 3] {
+                rpc.unanswered = unanswered;
+                let Some(wait) = rpc.wait() else {
+                    continue;
+                };
+                seen.push(wait);
+                assert_eq!(due_for(&config, &rpc, wait), due(&config, &rpc));
+                assert_eq!(rpc.lenient_wait_for(wait), rpc.lenient_wait());
+            }
+        }
+        // Among them a lenient wait (a sent response's ack) and strict ones.
+        assert!(seen.contains(&Wait::Ack) && seen.contains(&Wait::Response));
     }
 }

@@ -152,7 +152,9 @@ pub trait SenderPolicy: Debug + Send {
     fn update(&mut self, m: &OutView);
     /// The message has nothing to send now, or is gone.
     fn remove(&mut self, id: RpcId);
-    /// The message to send the next data packet of.
+    /// The message to send the next data packet of. (The endpoint does not
+    /// call it while no message is filed, every one [`SenderPolicy::update`]
+    /// added having been removed: it would have to answer `None`.)
     fn next(&mut self, now: Nanos) -> Option<RpcId>;
     /// A data packet went out (whichever path chose it).
     fn on_data_sent(&mut self);

@@ -383,9 +383,10 @@ impl Endpoint {
     /// Starts an RPC; collect its response with [`Endpoint::recv_response`]
     /// or [`Endpoint::recv_any_response`].
     pub fn send_request(&self, dest: SocketAddr, request: Bytes) -> Result<RpcId, Error> {
-        let (id, st, send) = self.inner.start_request(dest, request)?;
+        let mut out = Output::new();
+        let (id, st, send) = self.inner.start_request(dest, request, &mut out)?;
         drop(st);
-        self.inner.send_queued(send);
+        self.inner.send_queued(send, &out);
         Ok(id)
     }
 
@@ -401,10 +402,15 @@ impl Endpoint {
         &self,
         timeout: Option<Duration>,
     ) -> Result<(RpcId, Result<Bytes, Error>), Error> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let (id, outcome) = self
-            .inner
-            .wait_until(WaitFor::AnyResponse, deadline, |st| st.clients.take_any())?;
+        let clock = Instant::now();
+        let deadline = timeout.map(|t| clock + t);
+        let (id, outcome) = self.inner.wait_until_with(
+            WaitFor::AnyResponse,
+            deadline,
+            Some(clock),
+            None,
+            |st| st.clients.take_any(),
+        )?;
         Ok((id, outcome.map(Message::into_bytes)))
     }
 
@@ -413,9 +419,10 @@ impl Endpoint {
     /// `bytes::Buf`): no copy into one buffer, which for large messages is
     /// a copy of every byte (what Linux Homa's buffer pool saves too).
     pub fn recv_request_parts(&self, timeout: Option<Duration>) -> Result<(RpcId, Message), Error> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let clock = Instant::now();
+        let deadline = timeout.map(|t| clock + t);
         self.inner
-            .wait_until(WaitFor::Request, deadline, |st| {
+            .wait_until_with(WaitFor::Request, deadline, Some(clock), None, |st| {
                 st.requests.pop_front().map(Ok)
             })
             .map(|q| (q.id, q.message))
@@ -428,8 +435,9 @@ impl Endpoint {
         id: RpcId,
         timeout: Option<Duration>,
     ) -> Result<Message, Error> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        self.inner.wait_response(id, deadline)
+        let clock = Instant::now();
+        let deadline = timeout.map(|t| clock + t);
+        self.inner.wait_response(id, deadline, clock)
     }
 
     /// Waits for the next request (at most `timeout`, or for ever).
@@ -448,11 +456,12 @@ impl Endpoint {
         inner.check_open()?;
         let now = inner.now();
         st.core.reply(now, id, response)?;
-        let out = inner.take_output(&mut st, now);
+        let mut out = Output::new();
+        inner.take_output(&mut st, now, &mut out);
         inner.wake_reader_for_pacer(&st);
-        let send = inner.queue_out(out);
+        let send = inner.queue_out(&mut out);
         drop(st);
-        inner.send_queued(send);
+        inner.send_queued(send, &out);
         Ok(())
     }
 
@@ -576,12 +585,13 @@ impl Inner {
     }
 
     /// Starts an RPC: returns its id, the lock (still held) and whether the
-    /// caller is to send the queued output once it releases it
+    /// caller is to send `out`, the output taken, once it releases it
     /// ([`Inner::send_queued`]).
     fn start_request(
         &self,
         dest: SocketAddr,
         request: Bytes,
+        out: &mut Output,
     ) -> Result<(RpcId, MutexGuard<'_, State>, bool), Error> {
         self.check_open()?;
         if dest.is_ipv4() != self.local.is_ipv4() {
@@ -597,21 +607,34 @@ impl Inner {
         let now = self.now();
         let id = st.core.send_request(now, dest, request)?;
         st.clients.start(id);
-        let out = self.take_output(&mut st, now);
+        self.take_output(&mut st, now, out);
         self.wake_reader_for_pacer(&st);
         let send = self.queue_out(out);
         Ok((id, st, send))
     }
 
     /// Waits for the outcome of `id`; it comes through this thread's
-    /// [`Handoff`] when it arrives while the thread waits.
-    fn wait_response(&self, id: RpcId, deadline: Option<Instant>) -> Result<Message, Error> {
+    /// [`Handoff`] when it arrives while the thread waits. `clock`: the
+    /// caller's reading of the clock, just taken (see
+    /// [`Inner::wait_until_with`]).
+    fn wait_response(
+        &self,
+        id: RpcId,
+        deadline: Option<Instant>,
+        clock: Instant,
+    ) -> Result<Message, Error> {
         HANDOFF.with(|h| {
             // Each check also claims the RPC and enters the handoff (a
             // second thread waiting for the same RPC goes without).
             let check = |st: &mut State| st.clients.collect(id, h);
             let unclaim = |st: &mut State| st.clients.unclaim(id, h);
-            self.wait_until_with(WaitFor::Response(id), deadline, Some((h, &unclaim)), check)
+            self.wait_until_with(
+                WaitFor::Response(id),
+                deadline,
+                Some(clock),
+                Some((h, &unclaim)),
+                check,
+            )
         })
     }
 

@@ -123,13 +123,14 @@ impl Inner {
     /// to their waiters, then (the lock released) wakes those threads and
     /// sends.
     fn end_round(&self, mut st: MutexGuard<'_, State>, now: Nanos) {
-        let out = self.take_output(&mut st, now);
+        let mut out = Output::new();
+        self.take_output(&mut st, now, &mut out);
         self.dispatch(&mut st, now);
-        let send = self.queue_out(out);
+        let send = self.queue_out(&mut out);
         let woken = st.parked.take_woken();
         drop(st);
         unpark(woken);
-        self.send_queued(send);
+        self.send_queued(send, &out);
     }
 
     /// One round of the reader's work: wait for input (or a deadline), then
@@ -344,7 +345,7 @@ impl Inner {
         deadline: Option<Instant>,
         check: impl FnMut(&mut State) -> Option<Result<T, Error>>,
     ) -> Result<T, Error> {
-        self.wait_until_with(what, deadline, None, check)
+        self.wait_until_with(what, deadline, None, None, check)
     }
 
     /// [`Inner::wait_until`], with a [`Handoff`] the result may come in
@@ -353,11 +354,16 @@ impl Inner {
     /// wait ends without one (a timeout, a close; a result from `check`
     /// means `check` left nothing behind). Woken with the result in it,
     /// the thread returns without taking the endpoint's lock again.
+    /// `clock` is a reading of the clock the caller took just before (to
+    /// compute `deadline`), if any: the first round uses it instead of
+    /// reading the clock again (the first round read it three more times,
+    /// each a vDSO call and `Instant` arithmetic, some 40 instructions).
     #[allow(clippy::type_complexity)]
     pub(super) fn wait_until_with<T>(
         &self,
         what: WaitFor,
         deadline: Option<Instant>,
+        clock: Option<Instant>,
         handoff: Option<(&Handoff<Result<T, Error>>, &dyn Fn(&mut State))>,
         mut check: impl FnMut(&mut State) -> Option<Result<T, Error>>,
     ) -> Result<T, Error> {
@@ -378,8 +384,12 @@ impl Inner {
         if polling {
             self.stats.polled_waits.fetch_add(1, Ordering::Relaxed);
         }
+        // A reading still fresh (nothing waited since it was taken): the
+        // clock is read again only after the thread waited or read input.
+        let mut fresh = clock;
+        let now = |fresh: &mut Option<Instant>| *fresh.get_or_insert_with(Instant::now);
         let poll_until = if polling {
-            Instant::now() + Duration::from_micros(self.config.poll_us)
+            now(&mut fresh) + Duration::from_micros(self.config.poll_us)
         } else {
             self.epoch
         };
@@ -408,7 +418,7 @@ impl Inner {
                 st.core.reap(REAP_BATCH);
             }
             // (Spinning threads read the clock only now and then.)
-            if (spins % 16 == 0 || !busy) && deadline.is_some_and(|d| Instant::now() >= d) {
+            if (spins % 16 == 0 || !busy) && deadline.is_some_and(|d| now(&mut fresh) >= d) {
                 settled = false;
                 break Err(Error::Timeout);
             }
@@ -421,13 +431,14 @@ impl Inner {
             if reading {
                 drop(st);
                 spins = spins.wrapping_add(1);
-                let mode = if busy || (polling && Instant::now() < poll_until) {
+                let mode = if busy || (polling && now(&mut fresh) < poll_until) {
                     ReadMode::Busy
                 } else {
                     polling = false;
                     ReadMode::App
                 };
                 self.reader_step(deadline, mode, spins);
+                fresh = None;
                 st = self.lock();
                 continue;
             }
@@ -439,6 +450,7 @@ impl Inner {
             if busy {
                 drop(st);
                 std::hint::spin_loop();
+                fresh = None;
                 st = self.lock();
                 continue;
             }
@@ -450,6 +462,7 @@ impl Inner {
             let ticket = st.parked.enter(what);
             drop(st);
             std::thread::park_timeout(wait);
+            fresh = None;
             if let Some(r) = handoff.and_then(|(h, _)| h.take()) {
                 // Whoever put it there also took the handoff, the claim
                 // and this thread's parked entry out of the state: nothing

@@ -2,7 +2,7 @@
 //! core's streams under the endpoint's lock, and waiting for their events,
 //! as a blocked thread or (async) as a task's waker in the same table.
 
-use super::{Inner, Reader};
+use super::{Inner, Output, Reader};
 use crate::parked::{unpark, WaitFor};
 use crate::Error;
 use homa_core::Nanos;
@@ -35,13 +35,14 @@ impl Inner {
                 self.kick_reader(st);
             }
         }
-        let out = self.take_output(st, now);
+        let mut out = Output::new();
+        self.take_output(st, now, &mut out);
         self.wake_reader_for_pacer(st);
-        let send = self.queue_out(out);
+        let send = self.queue_out(&mut out);
         let woken = st.parked.take_woken();
         drop(guard);
         unpark(woken);
-        self.send_queued(send);
+        self.send_queued(send, &out);
         Ok(r)
     }
 
