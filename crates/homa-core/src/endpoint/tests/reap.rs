@@ -217,6 +217,24 @@ fn the_bound_frees_ended_rpcs_when_the_driver_never_does() {
 }
 
 #[test]
+fn an_rpc_with_large_messages_is_freed_at_once() {
+    // Small RPCs wait to be freed; one whose request and response add up
+    // to EAGER_FREE_BYTES or more is freed when it ends, on either side.
+    let mut net = Net::new(2, Config::default());
+    for (size, dead) in [(10, 1), (EAGER_FREE_BYTES, 1), (10, 2)] {
+        net.eps[0]
+            .send_request(net.now, addr(1), payload(size, 0))
+            .unwrap();
+        net.pump();
+        net.serve(1, |_| Bytes::new());
+        net.pump();
+        assert_eq!(net.events(0).len(), 1);
+        assert_eq!(net.eps[0].metrics().dead_rpcs, dead, "request of {size} B");
+    }
+    assert_eq!(net.eps[0].metrics().active_rpcs, 0);
+}
+
+#[test]
 fn a_full_table_or_a_returning_id_frees_ended_rpcs_first() {
     // The table's slots (live and dead) stay within max_rpcs.
     let config = Config {
