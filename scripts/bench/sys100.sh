@@ -6,15 +6,4 @@ perf stat -x, -e $ev -o /tmp/sys100-s.txt $b server --bind 127.0.0.1:4811 >/dev/
 sleep 0.4
 perf stat -x, -e $ev -o /tmp/sys100-c.txt $b --busy-threads 2 client --server 127.0.0.1:4811 --size 100 --seconds 2 --json "$@" > /tmp/sys100.json 2>/dev/null
 kill -INT $(pgrep -P $S); wait $S 2>/dev/null; sleep 0.2
-python3 - <<'PY'
-import json
-j=json.load(open('/tmp/sys100.json')); n=j['rpcs']
-for side in 's','c':
-    out=[]
-    for l in open('/tmp/sys100-%s.txt'%side):
-        f=l.strip().split(',')
-        if len(f)>3 and f[0] and f[0][0].isdigit():
-            out.append('%s %.2f'%(f[2].replace('syscalls:sys_enter_',''),float(f[0])/n))
-    print({'s':'server','c':'client'}[side], 'per RPC:', ', '.join(out))
-print('rpcs',n,'p50',j['p50_us'],'p99',j['p99_us'])
-PY
+python3 "$(dirname "$0")/per_rpc.py" /tmp/sys100.json /tmp/sys100-s.txt /tmp/sys100-c.txt

@@ -7,15 +7,4 @@ perf stat -x, -e $ev -o /tmp/sysbig-s.txt $b server --protocol $p --bind 127.0.0
 sleep 0.4
 perf stat -x, -e $ev -o /tmp/sysbig-c.txt $b client --protocol $p --server 127.0.0.1:$port --size 500000 --concurrency ${C:-4} --seconds 2 --json "$@" > /tmp/sysbig.json 2>/dev/null
 kill -INT $(pgrep -P $S); wait $S 2>/dev/null; sleep 0.2
-python3 - <<'PY'
-import json
-j=json.load(open('/tmp/sysbig.json')); n=j['rpcs']
-for side in 's','c':
-    out=[]
-    for l in open('/tmp/sysbig-%s.txt'%side):
-        f=l.strip().split(',')
-        if len(f)>3 and f[0] and f[0][0].isdigit():
-            out.append('%s %.2f'%(f[2].replace('syscalls:sys_enter_',''),float(f[0])/n))
-    print({'s':'server','c':'client'}[side], 'per RPC:', ', '.join(out))
-print('rpcs',n,'gbps',j['gbps'],'p50',j['p50_us'])
-PY
+python3 "$(dirname "$0")/per_rpc.py" /tmp/sysbig.json /tmp/sysbig-s.txt /tmp/sysbig-c.txt

@@ -197,18 +197,24 @@ fn reaping_frees_everything_in_order_within_the_budget() {
     assert_eq!(net.eps[1].metrics().dead_rpcs, 0);
 }
 
+/// One RPC from endpoint 0 to endpoint 1 with a request of `size` bytes
+/// and an empty response, run to its end (the response delivered).
+fn one_rpc(net: &mut Net, size: usize) {
+    net.eps[0]
+        .send_request(net.now, addr(1), payload(size, 0))
+        .unwrap();
+    net.pump();
+    net.serve(1, |_| Bytes::new());
+    net.pump();
+    assert_eq!(net.events(0).len(), 1);
+}
+
 #[test]
 fn the_bound_frees_ended_rpcs_when_the_driver_never_does() {
     let mut net = Net::new(2, Config::default());
     let n = MAX_DEAD_RPCS + 20;
     for round in 0..n {
-        net.eps[0]
-            .send_request(net.now, addr(1), payload(10, 0))
-            .unwrap();
-        net.pump();
-        net.serve(1, |_| Bytes::new());
-        net.pump();
-        assert_eq!(net.events(0).len(), 1);
+        one_rpc(&mut net, 10);
         let dead = net.eps[0].metrics().dead_rpcs as usize;
         assert_eq!(dead, (round + 1).min(MAX_DEAD_RPCS));
     }
@@ -222,13 +228,7 @@ fn an_rpc_with_large_messages_is_freed_at_once() {
     // to EAGER_FREE_BYTES or more is freed when it ends, on either side.
     let mut net = Net::new(2, Config::default());
     for (size, dead) in [(10, 1), (EAGER_FREE_BYTES, 1), (10, 2)] {
-        net.eps[0]
-            .send_request(net.now, addr(1), payload(size, 0))
-            .unwrap();
-        net.pump();
-        net.serve(1, |_| Bytes::new());
-        net.pump();
-        assert_eq!(net.events(0).len(), 1);
+        one_rpc(&mut net, size);
         assert_eq!(net.eps[0].metrics().dead_rpcs, dead, "request of {size} B");
     }
     assert_eq!(net.eps[0].metrics().active_rpcs, 0);
