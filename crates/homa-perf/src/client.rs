@@ -5,6 +5,7 @@ use crate::homa_rpc::{self, HomaClient, Pipeline};
 use crate::proto::{Protocol, MAX_TCP_MESSAGE, MAX_UDP_MESSAGE};
 use crate::stats::{Recorder, Report, RunLabel};
 use crate::tcp::TcpClient;
+use crate::tcp_pipeline::TcpPipeline;
 use crate::udp::UdpClient;
 use crate::worker::{run_closed_loop, LoopParams, LoopResult, RpcClient, StopRule};
 use crate::workload::SizeSpec;
@@ -36,10 +37,11 @@ pub struct ClientOptions {
     /// Homa runtime configuration for the client endpoint (its `busy_poll`
     /// is switched on when `busy_poll` above is set).
     pub homa_config: homa::Config,
-    /// Homa only: one thread keeping `concurrency` RPCs outstanding with
-    /// `send_request`/`recv_any_response`, instead of `concurrency` threads
-    /// each doing blocking `call`s.
-    pub homa_pipelined: bool,
+    /// One thread keeps `concurrency` RPCs outstanding instead of
+    /// `concurrency` threads each doing one at a time: Homa with
+    /// `send_request`/`recv_any_response` on one endpoint, TCP with
+    /// `concurrency` nonblocking connections under one `epoll`. Not for UDP.
+    pub pipelined: bool,
     /// Homa only: each of the `concurrency` client threads binds its own
     /// endpoint (as separate client processes would), instead of all
     /// sharing one. The report's Homa metrics are then those of the first.
@@ -64,7 +66,7 @@ impl ClientOptions {
             warmup: 100,
             timeout: Duration::from_secs(5),
             homa_config: homa::Config::loopback(),
-            homa_pipelined: false,
+            pipelined: false,
             homa_endpoint_per_client: false,
             seed: 1,
         }
@@ -84,6 +86,12 @@ impl ClientOptions {
         check_loopback(self.server)?;
         if self.concurrency == 0 {
             return Err(PerfError::Usage("--concurrency must be at least 1".into()));
+        }
+        if self.pipelined && self.protocol == Protocol::Udp {
+            return Err(PerfError::Usage(
+                "--pipelined is for Homa and TCP (the UDP client has no loss recovery to keep several datagrams in flight with)"
+                    .into(),
+            ));
         }
         if self.homa_endpoint_per_client && self.protocol != Protocol::Homa {
             return Err(PerfError::Usage(
@@ -167,6 +175,14 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
     };
     let mut homa_metrics = None;
     let result = match opts.protocol {
+        Protocol::Tcp if opts.pipelined => TcpPipeline::connect(
+            opts.server,
+            opts.concurrency,
+            opts.busy_poll,
+            opts.timeout,
+            opts.response_size,
+        )?
+        .run(&params)?,
         Protocol::Tcp => {
             let clients = (0..opts.concurrency)
                 .map(|_| {
@@ -223,7 +239,7 @@ fn run_homa(
     endpoint: &homa::Endpoint,
     params: &LoopParams,
 ) -> Result<LoopResult, PerfError> {
-    if opts.homa_pipelined {
+    if opts.pipelined {
         Pipeline {
             endpoint,
             server: opts.server,

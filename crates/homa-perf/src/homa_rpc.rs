@@ -12,14 +12,13 @@
 
 use crate::error::PerfError;
 use crate::proto::{
-    expected_response_size, make_request, make_response_to, request_head, request_ok_parts,
-    request_tag, response_ok, wanted_response_size,
+    do_work, expected_response_size, make_request, make_response_to, request_head,
+    request_ok_parts, request_tag, response_ok, wanted_response_size,
 };
 use crate::stats::Recorder;
-use crate::worker::{LoopParams, LoopResult, RpcClient, RpcDone, RpcError, StopRule};
+use crate::worker::{run_pipelined, LoopParams, LoopResult, RpcClient, RpcDone, RpcError};
 use bytes::Bytes;
 use homa::{Endpoint, RpcId};
-use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -49,6 +48,7 @@ pub(crate) fn serve(
     endpoint: &Endpoint,
     stop: &AtomicBool,
     max_response: usize,
+    work: Duration,
     bad_requests: &AtomicU64,
 ) {
     while !stop.load(Ordering::Relaxed) {
@@ -65,6 +65,7 @@ pub(crate) fn serve(
                     tracing::warn!("homa server: request {id:?} of {len} B has wrong bytes");
                 }
                 let response = make_response_to(request_tag(&head), len, want, !ok);
+                do_work(work);
                 if let Err(e) = endpoint.reply(id, response) {
                     tracing::warn!("homa server: reply to {id:?} failed: {e}");
                 }
@@ -160,36 +161,7 @@ pub(crate) struct Pipeline<'a> {
 impl Pipeline<'_> {
     /// Runs the warm-up, then the measured interval.
     pub(crate) fn run(&self, params: &LoopParams) -> Result<LoopResult, PerfError> {
-        let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
-        let per_bucket = matches!(params.sizes, crate::workload::SizeSpec::Workload { .. });
-        let mut scratch = Recorder::new(false);
-        if let Err(e) = self.phase(params, &mut rng, &mut scratch, |issued, _| {
-            issued < params.warmup
-        }) {
-            return Ok(LoopResult {
-                recorder: Recorder::new(per_bucket),
-                elapsed: Duration::ZERO,
-                fatal: Some(e),
-            });
-        }
-        let mut recorder = Recorder::new(per_bucket);
-        let t0 = Instant::now();
-        let fatal = self
-            .phase(
-                params,
-                &mut rng,
-                &mut recorder,
-                |issued, now| match params.stop {
-                    StopRule::Count(n) => issued < n,
-                    StopRule::Duration(d) => now.duration_since(t0) < d,
-                },
-            )
-            .err();
-        Ok(LoopResult {
-            recorder,
-            elapsed: t0.elapsed(),
-            fatal,
-        })
+        run_pipelined(params, |rng, rec, more| self.phase(params, rng, rec, more))
     }
 
     /// Issues RPCs while `more(issued, now)` holds, keeping `concurrency`
@@ -199,7 +171,7 @@ impl Pipeline<'_> {
         params: &LoopParams,
         rng: &mut ChaCha8Rng,
         rec: &mut Recorder,
-        more: impl Fn(u64, Instant) -> bool,
+        more: &dyn Fn(u64, Instant) -> bool,
     ) -> Result<(), PerfError> {
         let mut outstanding: HashMap<RpcId, (Instant, usize, u64)> = HashMap::new();
         let mut issued = 0u64;

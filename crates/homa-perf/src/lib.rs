@@ -34,6 +34,7 @@ pub mod server;
 pub mod stats;
 pub mod streams;
 mod tcp;
+mod tcp_pipeline;
 mod udp;
 pub mod worker;
 pub mod workload;

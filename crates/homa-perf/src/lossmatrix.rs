@@ -273,6 +273,7 @@ fn run_cell(
         threads: 1,
         busy_poll: false,
         homa_config: faulty(seed),
+        work_per_request: std::time::Duration::ZERO,
     })?;
     let dest: SocketAddr = server.local_addr();
     let client = crate::homa_rpc::bind(crate::homa_rpc::client_bind_addr(dest), faulty(seed + 1))?;

@@ -114,6 +114,11 @@ struct ServerArgs {
     /// Spin on the sockets instead of sleeping (one busy core per thread).
     #[arg(long)]
     busy_poll: bool,
+    /// CPU time (µs, at most 1,000,000) spent in a busy loop on each
+    /// request before it is answered: an application's own work, which
+    /// several server threads can do at once.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    work_us: u64,
     /// Homa runtime configuration (TOML); default: tuned for loopback.
     #[arg(long, value_name = "FILE.toml")]
     config: Option<PathBuf>,
@@ -175,9 +180,9 @@ struct ClientArgs {
     /// Homa runtime configuration (TOML); default: tuned for loopback.
     #[arg(long, value_name = "FILE.toml")]
     config: Option<PathBuf>,
-    /// Homa: one thread keeps --concurrency RPCs outstanding with
-    /// send_request/recv_any_response, instead of one thread per RPC doing
-    /// blocking calls.
+    /// One thread keeps --concurrency RPCs outstanding instead of one
+    /// thread per RPC: Homa with send_request/recv_any_response, TCP with
+    /// --concurrency nonblocking connections under one epoll (not for UDP).
     #[arg(long)]
     pipelined: bool,
     /// Homa: each client thread has an endpoint of its own, as separate
@@ -287,6 +292,13 @@ fn run(cli: Cli) -> Result<()> {
             if print && a.protocol != Protocol::Homa {
                 bail!("--print-metrics and --metrics-every need --protocol homa");
             }
+            if a.work_us > 1_000_000 {
+                bail!(
+                    "--work-us {} is over the limit of 1,000,000 (one second per request)",
+                    a.work_us
+                );
+            }
+            let work = Duration::from_micros(a.work_us);
             // Before any thread starts, so that every thread inherits the
             // mask and only sigtimedwait below sees these signals.
             let signals = StopSignals::block()?;
@@ -296,6 +308,7 @@ fn run(cli: Cli) -> Result<()> {
                 threads: a.threads,
                 busy_poll: a.busy_poll,
                 homa_config: homa_config(a.config.as_ref())?,
+                work_per_request: work,
             })?;
             eprintln!(
                 "homa-perf: {} server on {}{}",
@@ -379,7 +392,7 @@ fn run(cli: Cli) -> Result<()> {
             opts.warmup = a.warmup;
             opts.timeout = Duration::from_millis(a.timeout_ms.max(1));
             opts.homa_config = homa_config(a.config.as_ref())?;
-            opts.homa_pipelined = a.pipelined;
+            opts.pipelined = a.pipelined;
             opts.homa_endpoint_per_client = a.endpoint_per_client;
             opts.seed = a.seed;
             let report = run_client(&opts)?;

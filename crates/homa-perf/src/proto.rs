@@ -259,6 +259,18 @@ pub(crate) fn is_wait(e: &io::Error) -> bool {
 }
 
 /// Fills `buf` from a stream that may be nonblocking (then this spins) or
+/// Spends `d` of CPU time in a busy loop: a server's own work on a
+/// request (`homa-perf server --work-us`). Returns at once for zero.
+pub(crate) fn do_work(d: Duration) {
+    if d.is_zero() {
+        return;
+    }
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
 /// have a receive timeout (then this re-checks `intr` after each timeout).
 pub(crate) fn read_full<R: Read>(r: &mut R, buf: &mut [u8], intr: &Interrupt) -> io::Result<()> {
     read_full_checked(r, buf, &mut || {

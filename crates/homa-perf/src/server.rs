@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// What to serve and how.
 #[derive(Debug, Clone)]
@@ -23,6 +24,10 @@ pub struct ServerOptions {
     /// Homa runtime configuration (its `busy_poll` is overridden by the
     /// field above when that is set).
     pub homa_config: homa::Config,
+    /// CPU time the server spends on each request before it answers (a
+    /// busy loop, as an application's own work; zero for an echo server).
+    /// Shows whether a transport lets several server threads work at once.
+    pub work_per_request: Duration,
 }
 
 /// A running server; stops when [`Server::shutdown`] is called or it is dropped.
@@ -56,6 +61,7 @@ impl Server {
             bad_requests: Arc::new(AtomicU64::new(0)),
         };
         let busy = opts.busy_poll;
+        let work = opts.work_per_request;
         match opts.protocol {
             Protocol::Tcp => {
                 let listener = TcpListener::bind(opts.bind)
@@ -64,7 +70,7 @@ impl Server {
                     .local_addr()
                     .map_err(|e| PerfError::io("TCP local address", e))?;
                 server.spawn("tcp-accept".into(), move || {
-                    tcp::serve(listener, busy, stop)
+                    tcp::serve(listener, busy, work, stop)
                 })?;
             }
             Protocol::Udp => {
@@ -79,7 +85,7 @@ impl Server {
                         .map_err(|e| PerfError::io("clone UDP socket", e))?;
                     let stop = stop.clone();
                     server.spawn(format!("udp-server-{i}"), move || {
-                        udp::serve(socket, busy, &stop)
+                        udp::serve(socket, busy, work, &stop)
                     })?;
                 }
             }
@@ -95,7 +101,7 @@ impl Server {
                     let stop = stop.clone();
                     let bad = server.bad_requests.clone();
                     server.spawn(format!("homa-server-{i}"), move || {
-                        homa_rpc::serve(&endpoint, &stop, max_response, &bad)
+                        homa_rpc::serve(&endpoint, &stop, max_response, work, &bad)
                     })?;
                 }
             }

@@ -11,8 +11,8 @@
 use crate::error::PerfError;
 use crate::homa_rpc::new_request;
 use crate::proto::{
-    make_response, read_full, request_ok, response_ok, write_two, Interrupt, MAX_TCP_MESSAGE,
-    STOP_CHECK_INTERVAL,
+    do_work, make_response, read_full, request_ok, response_ok, write_two, Interrupt,
+    MAX_TCP_MESSAGE, STOP_CHECK_INTERVAL,
 };
 use crate::worker::{RpcClient, RpcDone, RpcError};
 use std::io;
@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Accepts connections until `stop` is set; one thread per connection.
-pub(crate) fn serve(listener: TcpListener, busy_poll: bool, stop: Arc<AtomicBool>) {
+pub(crate) fn serve(listener: TcpListener, busy_poll: bool, work: Duration, stop: Arc<AtomicBool>) {
     let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
     if let Err(e) = listener.set_nonblocking(true) {
         tracing::error!("tcp server: cannot make the listener nonblocking: {e}");
@@ -37,7 +37,7 @@ pub(crate) fn serve(listener: TcpListener, busy_poll: bool, stop: Arc<AtomicBool
                 let handle = std::thread::Builder::new()
                     .name(format!("tcp-conn-{peer}"))
                     .spawn(move || {
-                        if let Err(e) = serve_connection(stream, busy_poll, &stop) {
+                        if let Err(e) = serve_connection(stream, busy_poll, work, &stop) {
                             tracing::debug!("tcp server: connection from {peer} ended: {e}");
                         }
                     });
@@ -80,7 +80,12 @@ fn configure(stream: &TcpStream, busy_poll: bool, timeout: Duration) -> io::Resu
 
 /// Answers requests on one connection until the client closes it or the
 /// server stops.
-fn serve_connection(mut stream: TcpStream, busy_poll: bool, stop: &AtomicBool) -> io::Result<()> {
+fn serve_connection(
+    mut stream: TcpStream,
+    busy_poll: bool,
+    work: Duration,
+    stop: &AtomicBool,
+) -> io::Result<()> {
     configure(&stream, busy_poll, STOP_CHECK_INTERVAL)?;
     let intr = Interrupt {
         stop: Some(stop),
@@ -88,7 +93,9 @@ fn serve_connection(mut stream: TcpStream, busy_poll: bool, stop: &AtomicBool) -
     };
     let mut header = [0u8; 8];
     let mut payload = Vec::new();
-    loop {
+    // (`stop` is also checked per request: a client that never pauses
+    // would otherwise keep the connection, and the server, running.)
+    while !stop.load(Ordering::Relaxed) {
         read_full(&mut stream, &mut header, &intr)?;
         let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
         let want = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
@@ -111,8 +118,10 @@ fn serve_connection(mut stream: TcpStream, busy_poll: bool, stop: &AtomicBool) -
         }
         // Wrong bytes are answered with wrong bytes, for the client to see.
         let response = make_response(request, want, !ok);
+        do_work(work);
         write_two(&mut stream, &(want as u32).to_le_bytes(), &response, &intr)?;
     }
+    Ok(())
 }
 
 /// One client connection with at most one outstanding RPC.

@@ -14,7 +14,7 @@
 use crate::error::PerfError;
 use crate::homa_rpc::new_request;
 use crate::proto::{
-    expected_response, expected_response_size, is_wait, make_response, request_ok,
+    do_work, expected_response, expected_response_size, is_wait, make_response, request_ok,
     wanted_response_size, Interrupt, MAX_UDP_MESSAGE, STOP_CHECK_INTERVAL,
 };
 use crate::worker::{RpcClient, RpcDone, RpcError};
@@ -37,7 +37,7 @@ fn configure(socket: &UdpSocket, busy_poll: bool, timeout: Duration) -> io::Resu
 
 /// Answers datagrams on `socket` until `stop` is set. Several threads may
 /// serve clones of one socket.
-pub(crate) fn serve(socket: UdpSocket, busy_poll: bool, stop: &AtomicBool) {
+pub(crate) fn serve(socket: UdpSocket, busy_poll: bool, work: Duration, stop: &AtomicBool) {
     if let Err(e) = configure(&socket, busy_poll, STOP_CHECK_INTERVAL) {
         tracing::error!("udp server: cannot configure the socket: {e}");
         return;
@@ -65,6 +65,7 @@ pub(crate) fn serve(socket: UdpSocket, busy_poll: bool, stop: &AtomicBool) {
         }
         // Wrong bytes are answered with wrong bytes, for the client to see.
         response[..want].copy_from_slice(&make_response(&request[..n], want, !ok));
+        do_work(work);
         if n >= SEQ.end && want >= SEQ.end {
             response[SEQ].copy_from_slice(&request[SEQ]);
         }

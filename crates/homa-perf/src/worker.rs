@@ -270,3 +270,40 @@ pub(crate) fn run_closed_loop(
         })
     })
 }
+
+/// Runs a one-thread pipelined client (any transport): `phase` issues and
+/// collects RPCs while `more(issued, now)` holds, keeping its pipeline
+/// full, and returns once none is outstanding. It runs twice: for the
+/// warm-up (`params.warmup` RPCs, recorded nowhere) and for the measured
+/// interval (`params.stop`).
+pub(crate) fn run_pipelined(
+    params: &LoopParams,
+    mut phase: impl FnMut(
+        &mut ChaCha8Rng,
+        &mut Recorder,
+        &dyn Fn(u64, Instant) -> bool,
+    ) -> Result<(), PerfError>,
+) -> Result<LoopResult, PerfError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
+    let per_bucket = matches!(params.sizes, SizeSpec::Workload { .. });
+    let mut scratch = Recorder::new(false);
+    if let Err(e) = phase(&mut rng, &mut scratch, &|issued, _| issued < params.warmup) {
+        return Ok(LoopResult {
+            recorder: Recorder::new(per_bucket),
+            elapsed: Duration::ZERO,
+            fatal: Some(e),
+        });
+    }
+    let mut recorder = Recorder::new(per_bucket);
+    let t0 = Instant::now();
+    let fatal = phase(&mut rng, &mut recorder, &|issued, now| match params.stop {
+        StopRule::Count(n) => issued < n,
+        StopRule::Duration(d) => now.duration_since(t0) < d,
+    })
+    .err();
+    Ok(LoopResult {
+        recorder,
+        elapsed: t0.elapsed(),
+        fatal,
+    })
+}

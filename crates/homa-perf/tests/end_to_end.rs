@@ -20,6 +20,7 @@ fn server(protocol: Protocol, busy_poll: bool, threads: usize) -> Server {
         threads,
         busy_poll,
         homa_config: homa::Config::loopback(),
+        work_per_request: std::time::Duration::ZERO,
     })
     .unwrap()
 }
@@ -92,10 +93,88 @@ fn workload_with_concurrency_fills_buckets() {
 fn homa_pipelined_client() {
     let s = server(Protocol::Homa, false, 2);
     let mut c = client(Protocol::Homa, &s);
-    c.homa_pipelined = true;
+    c.pipelined = true;
     c.concurrency = 4;
     c.sizes = SizeSpec::Fixed(20_000);
     check(&run_client(&c).unwrap(), 200);
+}
+
+#[test]
+fn tcp_pipelined_client() {
+    // One thread, K nonblocking connections under one epoll: small
+    // messages, messages far larger than the socket buffers (writes and
+    // reads that stop on EAGAIN halfway), and spinning.
+    let s = server(Protocol::Tcp, false, 1);
+    for (size, busy_poll, rpcs) in [
+        (100, false, 200),
+        (3_000_000, false, 12),
+        (1_000, true, 100),
+    ] {
+        let mut c = client(Protocol::Tcp, &s);
+        c.pipelined = true;
+        c.concurrency = 4;
+        c.busy_poll = busy_poll;
+        c.sizes = SizeSpec::Fixed(size);
+        c.response_size = 5_000;
+        c.stop = StopRule::Count(rpcs);
+        c.warmup = 4;
+        let report = run_client(&c).unwrap();
+        check(&report, rpcs);
+        assert_eq!(report.request_bytes, rpcs * size as u64);
+    }
+    s.shutdown();
+}
+
+#[test]
+fn tcp_pipelined_client_ends_when_the_server_goes() {
+    let s = server(Protocol::Tcp, false, 1);
+    let mut c = client(Protocol::Tcp, &s);
+    c.pipelined = true;
+    c.concurrency = 3;
+    c.stop = StopRule::Duration(Duration::from_secs(30));
+    c.timeout = Duration::from_secs(5);
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        s.shutdown();
+    });
+    // The connections close under it: a fatal error (or a report of the
+    // RPCs done before), not a hang for the 30 s.
+    let started = std::time::Instant::now();
+    let _ = run_client(&c);
+    stopper.join().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(25));
+}
+
+#[test]
+fn udp_has_no_pipelined_client() {
+    let s = server(Protocol::Udp, false, 1);
+    let mut c = client(Protocol::Udp, &s);
+    c.pipelined = true;
+    let e = run_client(&c).unwrap_err().to_string();
+    assert!(e.contains("--pipelined"), "{e}");
+}
+
+#[test]
+fn servers_spend_their_work_on_each_request() {
+    for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Homa] {
+        let s = Server::start(&ServerOptions {
+            protocol,
+            bind: loopback(),
+            threads: 1,
+            busy_poll: false,
+            homa_config: homa::Config::loopback(),
+            work_per_request: Duration::from_millis(2),
+        })
+        .unwrap();
+        let mut c = client(protocol, &s);
+        c.stop = StopRule::Count(10);
+        c.warmup = 1;
+        let report = run_client(&c).unwrap();
+        check(&report, 10);
+        // Every RPC waited for at least the server's work.
+        assert!(report.p50_us.unwrap() >= 2_000.0, "{protocol}: {report:?}");
+        s.shutdown();
+    }
 }
 
 #[test]
@@ -143,6 +222,7 @@ fn only_loopback_is_accepted() {
         threads: 1,
         busy_poll: false,
         homa_config: homa::Config::loopback(),
+        work_per_request: Duration::ZERO,
     };
     let err = Server::start(&opts).err().unwrap().to_string();
     assert!(err.contains("not a loopback address"), "{err}");
@@ -283,6 +363,12 @@ fn binary_reports_usage_errors_clearly() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--busy-threads must be at most"), "{err}");
     assert_eq!(err.lines().count(), 1, "one line, no backtrace: {err}");
+
+    let o = homa_perf(&["server", "--bind", "127.0.0.1:0", "--work-us", "2000000"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--work-us 2000000 is over the limit"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line, no backtrace: {err}");
 }
 
 #[test]
@@ -302,7 +388,7 @@ fn demo_runs_and_reports_every_row_on_a_busy_host() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = v["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 12);
+    assert_eq!(rows.len(), 13);
     for r in rows {
         assert!(r.get("error").is_none(), "failed row: {r}");
         assert!(r["report"]["rpcs"].as_u64().unwrap() > 0, "{r}");
@@ -310,7 +396,7 @@ fn demo_runs_and_reports_every_row_on_a_busy_host() {
         assert!(r["cpu_us_per_rpc"].as_f64().unwrap() > 0.0, "{r}");
     }
     let ratios = v["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 9);
+    assert_eq!(ratios.len(), 10);
     assert!(
         ratios.iter().all(|r| r["value"].as_f64().is_some()),
         "{ratios:?}"

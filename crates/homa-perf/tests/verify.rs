@@ -62,6 +62,7 @@ fn the_server_checks_patterned_requests() {
         threads: 1,
         busy_poll: false,
         homa_config: homa::Config::loopback(),
+        work_per_request: Duration::ZERO,
     })
     .unwrap();
     let client = homa::Endpoint::bind(loopback(), homa::Config::loopback()).unwrap();

@@ -432,6 +432,7 @@ pub fn run_node(args: &ClusterArgs) -> Result<NodeReport, PerfError> {
         threads: plan.server_threads,
         busy_poll: false,
         homa_config: plan.homa_config.clone(),
+        work_per_request: std::time::Duration::ZERO,
     })?;
     tracing::info!(
         "cluster node {}: {} server up, mode {}",
