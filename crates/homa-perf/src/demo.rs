@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 pub const LATENCY_SIZE: usize = 100;
 /// Request size of the throughput measurements (bytes).
 pub const THROUGHPUT_SIZE: usize = 500_000;
+/// Closed-loop clients of one server in the "clients" rows.
+pub const MANY_CLIENTS: usize = 64;
 
 /// What the demo runs.
 #[derive(Debug, Clone)]
@@ -64,8 +66,9 @@ pub struct DemoRow {
     pub busy_poll: bool,
     /// Homa with `poll_us = 0` on both ends (sleeps without polling first).
     pub no_poll: bool,
-    /// Homa client with one thread keeping all RPCs outstanding
-    /// (`send_request` + `recv_any_response`) instead of a thread per RPC.
+    /// One client thread keeps all RPCs outstanding (Homa:
+    /// `send_request` + `recv_any_response`; TCP: a nonblocking connection
+    /// per RPC under one epoll) instead of a thread per RPC.
     pub pipelined: bool,
     /// Outstanding RPCs.
     pub concurrency: usize,
@@ -129,7 +132,7 @@ struct Spec {
     /// instead of polling first (the runtime's default polls 50 µs, like
     /// Homa/Linux); the like-for-like comparison with blocking TCP/UDP.
     no_poll: bool,
-    /// Homa only: one client thread keeps all RPCs outstanding.
+    /// One client thread keeps all RPCs outstanding (Homa and TCP).
     pipelined: bool,
     concurrency: usize,
     size: usize,
@@ -181,6 +184,23 @@ fn groups() -> Vec<Vec<Spec>> {
         throughput(Protocol::Tcp, true, 4),
         throughput(Protocol::Homa, false, 4),
         throughput(Protocol::Tcp, false, 4),
+    ]);
+    // Many clients of one server: 64 closed-loop clients of 100 B RPCs,
+    // driven by one thread or by a thread each.
+    let clients = |protocol, pipelined| Spec {
+        test: "clients",
+        protocol,
+        busy_poll: false,
+        no_poll: false,
+        pipelined,
+        concurrency: MANY_CLIENTS,
+        size: LATENCY_SIZE,
+    };
+    groups.push(vec![
+        clients(Protocol::Homa, true),
+        clients(Protocol::Tcp, true),
+        clients(Protocol::Homa, false),
+        clients(Protocol::Tcp, false),
     ]);
     groups
 }
@@ -415,6 +435,27 @@ fn ratios(rows: &[DemoRow]) -> Vec<Ratio> {
     out.push(Ratio {
         name: "homa / tcp Gbit/s, 4 outstanding, thread per RPC".to_string(),
         value: ratio(gbps("homa", false, 4), gbps("tcp", false, 4)),
+    });
+    let rate = |proto, pipelined| {
+        find_row(
+            rows,
+            "clients",
+            proto,
+            false,
+            false,
+            pipelined,
+            MANY_CLIENTS,
+        )
+        .filter(|r| r.rpcs > 0)
+        .map(|r| r.rpcs_per_s)
+    };
+    out.push(Ratio {
+        name: format!("homa / tcp RPC/s, {MANY_CLIENTS} clients, one thread each"),
+        value: ratio(rate("homa", true), rate("tcp", true)),
+    });
+    out.push(Ratio {
+        name: format!("homa / tcp RPC/s, {MANY_CLIENTS} clients, thread per client"),
+        value: ratio(rate("homa", false), rate("tcp", false)),
     });
     let cpu = |proto| {
         rows.iter()

@@ -388,7 +388,7 @@ fn demo_runs_and_reports_every_row_on_a_busy_host() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = v["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 13);
+    assert_eq!(rows.len(), 17);
     for r in rows {
         assert!(r.get("error").is_none(), "failed row: {r}");
         assert!(r["report"]["rpcs"].as_u64().unwrap() > 0, "{r}");
@@ -396,7 +396,7 @@ fn demo_runs_and_reports_every_row_on_a_busy_host() {
         assert!(r["cpu_us_per_rpc"].as_f64().unwrap() > 0.0, "{r}");
     }
     let ratios = v["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 10);
+    assert_eq!(ratios.len(), 12);
     assert!(
         ratios.iter().all(|r| r["value"].as_f64().is_some()),
         "{ratios:?}"
