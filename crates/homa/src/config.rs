@@ -232,26 +232,44 @@ impl Default for Config {
     }
 }
 
+/// The loopback interface as a link ([`Config::loopback`]): the kernel
+/// copies a flow at tens of Gbit/s (100 is the pacer's bound, so that it
+/// never holds back what the kernel can copy), packets up to its 64 KiB
+/// MTU, and a round trip of 80 µs, which is what a grant's round trip takes
+/// when the receiving thread sleeps: it is woken (50–80 µs on the 2-core VM
+/// the project is measured on, docs/runtime-profile.md, seventh pass),
+/// reads the first packet and grants, and the sender, still sending its
+/// unscheduled bytes, reads the grant. RTTbytes is then 1 MB. With 30 µs
+/// (384 KB, the figure of a thread that polls), a 500 KB or 2 MB message
+/// waited for its grants: 1.3–1.5× less throughput at one outstanding RPC
+/// and 1.2–1.4× less at four.
+pub const LOOPBACK_LINK: homa_core::Link = homa_core::Link {
+    mbps: 100_000,
+    rtt_ns: 80_000,
+    mtu: 65_000,
+    lower_header_bytes: 28,
+};
+
 impl Config {
     /// Settings for traffic on the loopback interface: its 64 KiB MTU, a
     /// link fast enough that the pacer never holds back what the kernel
-    /// can copy, and RTTbytes to match.
+    /// can copy, and RTTbytes to match ([`LOOPBACK_LINK`]).
     pub fn loopback() -> Config {
         let base = Config::default();
         let mut core = base.core.clone();
-        core.mtu = 65_000;
+        core.apply_link(&homa_core::Link {
+            lower_header_bytes: core.lower_header_bytes,
+            ..LOOPBACK_LINK
+        });
         core.max_message_size = 16 << 20;
-        core.link_mbps = 100_000;
-        // RTTbytes: a ~30 µs software round trip at the ~100 Gbit/s the
-        // kernel copies loopback packets (SIRD's buckets follow from it).
-        core.set_rtt_bytes(384_000);
-        core.max_incoming = 4_000_000;
+        // A grant once it adds a whole 64 KB packet (the derived 10 KB
+        // would send six grants per packet received).
         core.grant_increment = 64_000;
         Config {
             core,
             // Loopback has no NIC queue for a control packet to wait in
             // (the kernel delivers each send before it returns): let a
-            // whole unscheduled burst (384 KB) go at once rather than wake
+            // whole unscheduled burst (RTTbytes) go at once rather than wake
             // the reader to release it. 500 KB RPCs with one outstanding
             // went from 0.59× TCP's throughput with 20 µs to 0.80× (one
             // side-by-side run of homa-perf client --size 500000).
@@ -406,7 +424,8 @@ mod tests {
             c.core.design = design;
             c.core.validate().unwrap();
             assert!(c.core.sird.bucket >= c.core.max_payload());
-            assert_eq!(c.core.unsched_bytes, 384_000);
+            assert_eq!(c.core.unsched_bytes, LOOPBACK_LINK.bdp_bytes());
+            assert_eq!(c.core.unsched_bytes, 1_000_000);
         }
     }
 
