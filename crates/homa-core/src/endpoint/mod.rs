@@ -237,6 +237,7 @@ impl Endpoint {
         m.tx_bytes_buffered = self.sender.buffered;
         m.peers = self.peers.len() as u64;
         m.remembered_acks = self.acked.len() as u64;
+        m.acks_forgotten_early = self.acked.forgotten_early();
         m.partial_requests = self.receiver.embryos() as u64;
         m.timers = self.timers.len() as u64;
         m.grantable_messages = self.receiver.policy.has_candidates() as u64;
@@ -423,16 +424,18 @@ impl Endpoint {
 
     /// Does the bookkeeping that the calls since the last one left for
     /// later: filing the silence timer of the RPC whose packet went out
-    /// last, and recording the size of the message that started last (the
-    /// cutoffs' sample). Call it right after handing the packets of
+    /// last, recording the size of the message that started last (the
+    /// cutoffs' sample), and remembering the server RPC acked last (the
+    /// at-most-once memory). Call it right after handing the packets of
     /// [`Endpoint::poll_transmit`] to the network (after the send system
     /// call), so that the work is off the path from a packet's arrival to
     /// the answer it brings. Nothing the endpoint does or answers depends
-    /// on it: what waits is O(1) (one timer, one size; a second one files
-    /// the first), and every call that looks at the timers or the sizes
+    /// on it: what waits is O(1) (one timer, one size, one acked RPC; a
+    /// second one files the first), and every call that looks at them
     /// sees them as if filed ([`Endpoint::poll_timeout`],
-    /// [`Endpoint::handle_timeout`], [`Endpoint::metrics`]...). A driver
-    /// that never calls it only does the same work a call later.
+    /// [`Endpoint::handle_timeout`], [`Endpoint::metrics`], a stale
+    /// request's lookup...). A driver that never calls it only does the
+    /// same work a call later.
     // (The check inline: a driver calls it after every send; the work
     // never inlined, and a profile shows its cost.)
     #[inline]
@@ -447,11 +450,12 @@ impl Endpoint {
     fn settle_now(&mut self) {
         self.timers.settle();
         self.receiver.settle();
+        self.acked.settle();
     }
 
     /// True while some bookkeeping waits for [`Endpoint::settle`].
     pub fn unsettled(&self) -> bool {
-        self.timers.unsettled() || self.receiver.unsettled()
+        self.timers.unsettled() || self.receiver.unsettled() || self.acked.unsettled()
     }
 
     /// The next event for the application.
@@ -613,9 +617,8 @@ impl Endpoint {
     /// not run again.
     fn remember_done(&mut self, now: Nanos, id: RpcId) {
         let max = self.config.max_remembered_acks as usize;
-        if self.acked.remember(now, self.config.ack_memory_ns, max, id) {
-            self.metrics.acks_forgotten_early += 1;
-        }
+        // (Filed at `settle`; early forgetting is counted in `metrics`.)
+        self.acked.remember(now, self.config.ack_memory_ns, max, id);
     }
 
     fn fail_client_rpc(&mut self, now: Nanos, id: RpcId, error: RpcError) {

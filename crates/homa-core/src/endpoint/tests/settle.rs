@@ -68,6 +68,17 @@ fn scenario(config: Config, settle_each: bool) -> Observed {
                 break;
             }
         }
+        // Replay some old packets: stale duplicates of finished RPCs'
+        // requests, looked up in the at-most-once memory.
+        if round % 3 == 2 {
+            let old: Vec<_> = o.packets.iter().step_by(5).cloned().collect();
+            for (from, t) in old {
+                let to = 1 - from.min(1);
+                let src = net.eps[from].local_addr().ip();
+                net.eps[to].handle_packet(net.now, src, &t);
+                after(net, o, to);
+            }
+        }
         for i in 0..net.eps.len() {
             while let Some(e) = net.eps[i].poll_event() {
                 o.events.push(format!("{i}: {e:?}"));
@@ -117,9 +128,10 @@ fn same_either_way(config: Config) {
     // ran, cutoffs were recomputed, RPCs completed.
     assert!(b.unsettled > 100, "work left unsettled: {}", b.unsettled);
     let m = &a.metrics;
-    assert!(m[0].responses_delivered > 20 && m[2].responses_delivered > 20);
+    assert!(m[0].responses_delivered > 10 && m[2].responses_delivered > 10);
     assert!(m[0].timeouts + m[1].timeouts + m[2].timeouts > 0);
-    assert!(m[1].need_acks_sent > 0 || m[1].acks_received > 0);
+    assert!(m[1].acks_received > 0 && m[1].acks_forgotten_early > 0);
+    assert!(m[1].stale_duplicates > 0);
 }
 
 /// A config whose cutoffs are recomputed every few ticks from few sizes.
@@ -128,6 +140,8 @@ fn busy_config(design: crate::Design) -> Config {
         design,
         cutoff_update_interval_ns: 3 * Config::default().tick_ns,
         cutoff_min_samples: 4,
+        // (A small at-most-once memory: acked RPCs forgotten early.)
+        max_remembered_acks: 4,
         ..Config::default()
     }
 }
