@@ -437,8 +437,14 @@ impl Endpoint {
             self.events.push_back(Event::Response { rpc: id, message });
             self.queue_ack(now, id);
         } else {
-            self.rpcs.get_mut(&id).expect("present").heard(now);
-            self.after_change(now, id);
+            let rpc = self.rpcs.get_mut(&id).expect("present");
+            rpc.heard(now);
+            // (A request that came whole in its first packet left nothing
+            // filed: re-filing it would change nothing, and the work would
+            // sit between the request's arrival and its reply.)
+            if !rpc.in_service_unfiled() {
+                self.after_change(now, id);
+            }
             self.metrics.requests_delivered += 1;
             self.events.push_back(Event::Request { rpc: id, message });
         }

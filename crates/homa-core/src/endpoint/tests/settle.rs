@@ -207,3 +207,45 @@ fn the_size_of_a_new_message_waits_for_settle_and_counts_at_once() {
     net.eps[1].settle();
     assert!(!net.eps[1].unsettled());
 }
+
+#[test]
+fn a_request_whole_in_its_first_packet_is_handed_over_with_nothing_to_refile() {
+    let mut net = Net::new(2, Config::default());
+    net.eps[0]
+        .send_request(0, addr(1), payload(100, 0))
+        .unwrap();
+    net.pump();
+    let rpc = match net.events(1).pop() {
+        Some(Event::Request { rpc, .. }) => rpc,
+        e => panic!("expected the request, got {e:?}"),
+    };
+    let e = &mut net.eps[1];
+    assert!(e.rpcs.get(&rpc).unwrap().in_service_unfiled());
+    // Re-filing it (what the hand-over skipped) changes nothing.
+    let look = |e: &Endpoint| {
+        (
+            format!("{:?}", e.rpcs.get(&rpc).unwrap()),
+            e.metrics(),
+            e.poll_timeout(),
+            e.poll_timeout_strict(),
+            e.sender.unspent_credit,
+            e.sender.has_filed(),
+            e.has_grantable_incoming(),
+        )
+    };
+    let before = look(e);
+    e.after_change(0, rpc);
+    assert_eq!(before, look(e));
+    // A request that came in several packets was filed (the receiver's
+    // eviction order, its policy, waiting): the hand-over re-files it as
+    // before, and it ends as unfiled.
+    net.eps[0]
+        .send_request(0, addr(1), payload(5000, 0))
+        .unwrap();
+    net.pump();
+    let big = match net.events(1).pop() {
+        Some(Event::Request { rpc, .. }) => rpc,
+        e => panic!("expected the request, got {e:?}"),
+    };
+    assert!(net.eps[1].rpcs.get(&big).unwrap().in_service_unfiled());
+}
