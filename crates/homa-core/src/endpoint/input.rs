@@ -432,7 +432,9 @@ impl Endpoint {
             if let Some(p) = self.peers.get_mut(&id.peer) {
                 p.proven = true;
             }
-            self.discard_rpc(now, id);
+            // (The ack queued below refreshes the peer.)
+            let refresh = !self.ack_refresh_suffices();
+            self.end_rpc(now, id, refresh);
             self.metrics.responses_delivered += 1;
             self.events.push_back(Event::Response { rpc: id, message });
             self.queue_ack(now, id);

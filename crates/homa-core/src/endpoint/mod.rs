@@ -549,7 +549,7 @@ impl Endpoint {
         if let Some(r) = rpc.as_mut() {
             self.timers.cancel_rpc(id, r.timer.take());
         }
-        self.rpc_gone(now, id, client);
+        self.rpc_gone(now, id, client, true);
         rpc
     }
 
@@ -557,6 +557,12 @@ impl Endpoint {
     /// documentation), freed later by [`Endpoint::reap`]. Returns false if
     /// there was no such RPC.
     fn discard_rpc(&mut self, now: Nanos, id: RpcId) -> bool {
+        self.end_rpc(now, id, true)
+    }
+
+    /// [`Endpoint::discard_rpc`]; without `refresh`, the peer is not filed
+    /// as idle or busy again (see `rpc_gone`).
+    fn end_rpc(&mut self, now: Nanos, id: RpcId, refresh: bool) -> bool {
         // An RPC that holds large messages is freed at once (as Homa/Linux
         // reaps at once past `dead_buffs_limit`): its buffers then go back
         // while they are still in the cache, to the next message that needs
@@ -573,7 +579,7 @@ impl Endpoint {
             return false;
         };
         self.rpcs.kill(&id);
-        self.rpc_gone(now, id, client);
+        self.rpc_gone(now, id, client, refresh);
         if self.rpcs.dead_len() > MAX_DEAD_RPCS {
             self.reap(1);
         }
@@ -593,8 +599,11 @@ impl Endpoint {
         Some(rpc.is_client())
     }
 
-    /// The peer's and the endpoint's counts after RPC `id` left the table.
-    fn rpc_gone(&mut self, now: Nanos, id: RpcId, client: bool) {
+    /// The peer's and the endpoint's counts after RPC `id` left the table;
+    /// with `refresh`, the peer filed as idle or busy accordingly (a caller
+    /// that refreshes it next itself, with nothing in between that looks,
+    /// may leave it: see `Endpoint::ack_refresh_suffices`).
+    fn rpc_gone(&mut self, now: Nanos, id: RpcId, client: bool, refresh: bool) {
         if client {
             self.client_rpcs -= 1;
         }
@@ -604,7 +613,21 @@ impl Endpoint {
                 p.server_rpcs = p.server_rpcs.saturating_sub(1);
             }
         }
-        self.refresh_peer(now, id.peer);
+        if refresh {
+            self.refresh_peer(now, id.peer);
+        }
+    }
+
+    /// Whether a client RPC whose response just came may leave its peer's
+    /// refresh to the one `queue_ack` makes right after (the ack it owes
+    /// makes the peer busy): the peer, proven, would go idle only for that
+    /// moment, its idle entry pushed and popped again, and nothing looks
+    /// in between. That changes nothing when the idle sweep is filed
+    /// already (`arm_sweep` would do nothing) and the push would not
+    /// compact the idle list. (Between the response's arrival and the next
+    /// request: a peer lookup and refresh less.)
+    fn ack_refresh_suffices(&self) -> bool {
+        self.sweep_timer.is_some() && !self.peers.idle_push_compacts()
     }
 
     /// Files a peer as idle or busy after its RPCs or acks changed.
