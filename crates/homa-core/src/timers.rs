@@ -348,7 +348,8 @@ mod tests {
         t.set_rpc(a, 30, false);
         assert_eq!(t.len(), 1);
         t.cancel_rpc(a, Some(f));
-        assert!(t.is_empty() && t.len() == 0);
+        assert!(t.is_empty());
+        assert_eq!(t.len(), 0);
         let _ = fa;
     }
 }
