@@ -32,6 +32,15 @@
 //! `timers` gauge and may make [`Endpoint::poll_timeout`] earlier than
 //! needed.
 //!
+//! In the same spirit, a little bookkeeping that producing the next packet
+//! does not need waits for [`Endpoint::settle`], which a driver calls right
+//! after its send system call: filing the silence timer of the RPC whose
+//! packet just went out, recording a new message's size for the cutoffs,
+//! remembering the server RPC just acked. Each waits in a one-entry slot
+//! of its own table (a second one files the first), and every answer of
+//! that table counts it as filed, so nothing the endpoint does depends on
+//! when, or whether, the driver settles.
+//!
 //! The code is split by what drives it: the application API here,
 //! `input` for received packets, `output` for packets to send,
 //! `timer` for timeouts, `diag` for diagnostics.
