@@ -147,6 +147,13 @@ impl Peer {
     fn is_idle(&self) -> bool {
         self.rpcs == 0 && self.pending_acks.is_empty()
     }
+
+    /// Whether [`PeerTable::refresh`] would change anything for this peer:
+    /// it went idle or busy since it was last filed. (When not, a caller
+    /// that holds the peer can skip the call and its lookup.)
+    pub fn needs_refresh(&self) -> bool {
+        self.is_idle() != self.idle_since.is_some()
+    }
 }
 
 /// The peer table is full of busy peers: nothing can be forgotten to make

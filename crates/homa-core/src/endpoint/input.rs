@@ -30,6 +30,7 @@ impl Endpoint {
         len: usize,
         meta: PacketMeta,
     ) {
+        debug_assert!(self.sweep_filed_if_idle());
         self.metrics.received.count(packet.packet_type(), len);
         if matches!(packet.body, Body::Data { .. }) {
             let tick = self.tick(now);
@@ -319,7 +320,9 @@ impl Endpoint {
         };
         p.rpcs += 1;
         p.server_rpcs += 1;
-        self.refresh_peer(now, id.peer);
+        if p.needs_refresh() {
+            self.refresh_peer(now, id.peer);
+        }
         let seq = self.next_seq();
         let (request, granted) = self.receiver.admit(h, seq);
         let mut rpc = Rpc::new(Phase::Receiving { request }, now);
@@ -476,7 +479,9 @@ impl Endpoint {
             p.acks_timer = Some(self.timers.set(Timer::Acks(id.peer), None, at));
         }
         let full = p.pending_acks.len() >= MAX_ACKS;
-        self.refresh_peer(now, id.peer);
+        if p.needs_refresh() {
+            self.refresh_peer(now, id.peer);
+        }
         if full {
             self.flush_acks(now, id.peer, 0);
         }

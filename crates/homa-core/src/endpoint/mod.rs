@@ -302,7 +302,9 @@ impl Endpoint {
         // We chose to talk to it: not state an attacker made us create.
         peer.proven = true;
         peer.rpcs += 1;
-        self.refresh_peer(now, dest);
+        if peer.needs_refresh() {
+            self.refresh_peer(now, dest);
+        }
         let prio = self.unscheduled_priority(dest, len);
         // Ids are random (even, never 0): a server or an off-path host
         // cannot guess the next one and forge its response.
@@ -616,13 +618,17 @@ impl Endpoint {
         if client {
             self.client_rpcs -= 1;
         }
-        if let Some(p) = self.peers.get_mut(&id.peer) {
-            p.rpcs = p.rpcs.saturating_sub(1);
-            if !id.is_client() {
-                p.server_rpcs = p.server_rpcs.saturating_sub(1);
+        let stale = match self.peers.get_mut(&id.peer) {
+            Some(p) => {
+                p.rpcs = p.rpcs.saturating_sub(1);
+                if !id.is_client() {
+                    p.server_rpcs = p.server_rpcs.saturating_sub(1);
+                }
+                p.needs_refresh()
             }
-        }
-        if refresh {
+            None => false,
+        };
+        if refresh && stale {
             self.refresh_peer(now, id.peer);
         }
     }
@@ -639,10 +645,22 @@ impl Endpoint {
         self.sweep_timer.is_some() && !self.peers.idle_push_compacts()
     }
 
-    /// Files a peer as idle or busy after its RPCs or acks changed.
+    /// Files a peer as idle or busy after its RPCs or acks changed. (A
+    /// caller holding the peer may skip it when `Peer::needs_refresh` says
+    /// nothing changed: then the peer table would not change, and neither
+    /// would `arm_sweep`, as the sweep is filed whenever any peer is on the
+    /// idle list: every push there is followed by `arm_sweep`, and the
+    /// sweep re-arms itself when it runs.)
     fn refresh_peer(&mut self, now: Nanos, addr: SocketAddr) {
         self.peers.refresh(addr, now);
         self.arm_sweep(now);
+    }
+
+    /// The invariant that lets callers skip `refresh_peer`: the idle sweep
+    /// is filed whenever the idle list holds anything (checked in debug
+    /// builds as packets come and go).
+    fn sweep_filed_if_idle(&self) -> bool {
+        self.sweep_timer.is_some() || self.peers.oldest_idle().is_none()
     }
 
     /// Remembers a finished server RPC so a stale copy of its request is
