@@ -325,10 +325,12 @@ impl Endpoint {
         }
         let seq = self.next_seq();
         let (request, granted) = self.receiver.admit(h, seq);
-        let mut rpc = Rpc::new(Phase::Receiving { request }, now);
-        rpc.incast = h.flags & DATA_FLAG_INCAST != 0;
         self.record_size(now, h.message_length);
         self.bytedance_new_message(now, id, h, granted);
+        // (Made right before it goes in: an RPC kept across the calls
+        // above was copied once more.)
+        let mut rpc = Rpc::new(Phase::Receiving { request }, now);
+        rpc.incast = h.flags & DATA_FLAG_INCAST != 0;
         self.insert_rpc(id, rpc);
         true
     }
