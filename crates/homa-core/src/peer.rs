@@ -147,6 +147,13 @@ impl Peer {
     fn is_idle(&self) -> bool {
         self.rpcs == 0 && self.pending_acks.is_empty()
     }
+
+    /// Whether [`PeerTable::refresh`] would change anything for this peer:
+    /// it went idle or busy since it was last filed. (When not, a caller
+    /// that holds the peer can skip the call and its lookup.)
+    pub fn needs_refresh(&self) -> bool {
+        self.is_idle() != self.idle_since.is_some()
+    }
 }
 
 /// The peer table is full of busy peers: nothing can be forgotten to make
@@ -307,6 +314,12 @@ impl PeerTable {
         }
     }
 
+    /// Whether a peer going idle now would compact the idle list (see
+    /// [`PeerTable::refresh`]).
+    pub fn idle_push_compacts(&self) -> bool {
+        self.idle.len() + 1 > 2 * self.map.len() + 64
+    }
+
     /// Drops every stale entry of `idle` (kept out of line: rare, and
     /// inlined it made every call of [`PeerTable::refresh`] dearer).
     #[cold]
@@ -417,6 +430,45 @@ mod tests {
 
     fn a(i: u16) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], i))
+    }
+
+    #[test]
+    fn idle_for_a_moment_changes_nothing_unless_it_compacts() {
+        // Peer 1 ends its last RPC and owes an ack at once: refreshed in
+        // between (idle, then busy again) or only after, the table is the
+        // same, stale entries and all, while the push would not compact.
+        let history = |t: &mut PeerTable| {
+            for i in 1..=3 {
+                let p = t.get_or_create(a(i)).unwrap();
+                p.proven = true;
+                p.rpcs = 1;
+                t.refresh(a(i), 0);
+            }
+            // Peer 2 idle, then busy again behind peer 3: a stale entry.
+            t.get_mut(&a(2)).unwrap().rpcs = 0;
+            t.refresh(a(2), 5);
+            t.get_mut(&a(3)).unwrap().rpcs = 0;
+            t.refresh(a(3), 6);
+            t.get_mut(&a(2)).unwrap().rpcs = 1;
+            t.refresh(a(2), 7);
+        };
+        let (mut both, mut after) = (PeerTable::new(8, 8), PeerTable::new(8, 8));
+        history(&mut both);
+        history(&mut after);
+        assert!(!both.idle_push_compacts());
+        both.get_mut(&a(1)).unwrap().rpcs = 0;
+        both.refresh(a(1), 10);
+        both.get_mut(&a(1)).unwrap().pending_acks.push_back(4);
+        both.refresh(a(1), 10);
+        after.get_mut(&a(1)).unwrap().rpcs = 0;
+        after.get_mut(&a(1)).unwrap().pending_acks.push_back(4);
+        after.refresh(a(1), 10);
+        // (Everything but the map, whose iteration order is its own.)
+        let state =
+            |t: &PeerTable| format!("{:?} {:?} {:?} {}", t.slots, t.free, t.idle, t.idle_count);
+        assert_eq!(state(&both), state(&after));
+        assert_eq!(both.oldest_idle(), Some(5));
+        assert_eq!(both.idle_len(), 1);
     }
 
     #[test]

@@ -238,6 +238,11 @@ pub struct SizeSampler {
     /// `dropped` stay empty until then (so that a sampler nobody reads
     /// costs O(1) per length).
     resort: bool,
+    /// The latest length recorded, not yet in `sizes`: taken in by
+    /// [`SizeSampler::settle`], the next [`SizeSampler::record`], or
+    /// anything that reads the lengths (a length is recorded as a message
+    /// starts, on the way from its first packet to the answer).
+    pending: Option<u32>,
 }
 
 impl SizeSampler {
@@ -252,11 +257,35 @@ impl SizeSampler {
             added: Vec::new(),
             dropped: Vec::new(),
             resort: false,
+            pending: None,
         }
     }
 
-    /// Records one message length, replacing the oldest when full.
+    /// Records one message length, replacing the oldest when full. (It
+    /// waits in a slot until [`SizeSampler::settle`] or the next call; an
+    /// earlier one there goes in first. Every reader settles first.)
+    #[inline]
     pub fn record(&mut self, length: u32) {
+        self.settle();
+        self.pending = Some(length);
+    }
+
+    /// Takes in the length that waits in the slot, if any (see
+    /// [`SizeSampler::record`]). Nothing the sampler answers changes.
+    #[inline]
+    pub fn settle(&mut self) {
+        if let Some(length) = self.pending.take() {
+            self.take_in(length);
+        }
+    }
+
+    /// True while a recorded length waits for [`SizeSampler::settle`].
+    pub fn unsettled(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// [`SizeSampler::record`]'s work.
+    fn take_in(&mut self, length: u32) {
         self.recorded += 1;
         let old = if self.sizes.len() < self.capacity {
             self.sizes.push(length);
@@ -284,6 +313,7 @@ impl SizeSampler {
     /// the lengths recorded in between are sorted and merged in, so a call
     /// after `k` new lengths costs O(n + k log k), not O(n log n).
     pub fn sorted(&mut self) -> &[u32] {
+        self.settle();
         if self.resort {
             self.resort = false;
             self.sorted.clear();
@@ -314,14 +344,15 @@ impl SizeSampler {
     }
 
     /// The lengths remembered.
-    pub fn sizes(&self) -> &[u32] {
+    pub fn sizes(&mut self) -> &[u32] {
+        self.settle();
         &self.sizes
     }
 
     /// Lengths recorded since the sampler was made: an unchanged count
     /// means unchanged [`SizeSampler::sizes`].
     pub fn recorded(&self) -> u64 {
-        self.recorded
+        self.recorded + self.pending.is_some() as u64
     }
 }
 
@@ -330,6 +361,24 @@ mod tests {
     use super::*;
 
     const U: u32 = CUTOFF_UNLIMITED;
+
+    #[test]
+    fn a_recorded_length_waits_in_its_slot_and_counts_at_once() {
+        let mut s = SizeSampler::new(3);
+        s.record(5);
+        assert!(s.unsettled());
+        assert_eq!(s.recorded(), 1);
+        s.record(1);
+        assert_eq!(s.recorded(), 2);
+        s.settle();
+        assert!(!s.unsettled());
+        s.record(3);
+        // Every reader takes the slot in first.
+        assert_eq!(s.sorted(), &[1, 3, 5]);
+        s.record(9);
+        assert_eq!(s.sizes(), &[9, 1, 3]);
+        assert_eq!(s.recorded(), 4);
+    }
 
     #[test]
     fn sampler_keeps_a_sorted_copy_as_lengths_turn_over() {

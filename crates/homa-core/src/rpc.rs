@@ -169,6 +169,20 @@ impl Rpc {
         }
     }
 
+    /// True for a server RPC in service that nothing holds filed: not in
+    /// the sender's queue (no message, no credit), not in the receiver's
+    /// policy nor its eviction order, not waiting on its peer. Re-filing
+    /// it (`Endpoint::after_change`) would change nothing: a request
+    /// complete in its first packet is such an RPC when it is handed over.
+    pub fn in_service_unfiled(&self) -> bool {
+        matches!(self.phase, Phase::InService)
+            && !self.waiting
+            && self.sendable.is_none()
+            && self.credit == 0
+            && !self.in_grant_policy
+            && self.embryo.is_none()
+    }
+
     /// True if this endpoint is the client.
     pub fn is_client(&self) -> bool {
         matches!(self.phase, Phase::Client { .. })

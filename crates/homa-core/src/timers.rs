@@ -55,10 +55,22 @@ pub struct RpcTimer {
 
 /// Deadlines of all timers, strict and lenient ones apart (so that the
 /// earliest strict deadline is found in O(log n) as well).
+///
+/// The latest RPC timer filed ([`TimerTable::set_rpc`]) waits in a slot of
+/// its own until [`TimerTable::settle`] (or the next operation that needs
+/// it in its set) files it: filing it is a search and an insert in a
+/// B-tree, and an RPC's timer is typically filed as its packet goes out,
+/// between the packet's making and the send system call; a driver settles
+/// the table after that call. Every answer of the table counts the slot
+/// (its deadline, its entry), so whether it was settled is invisible, and
+/// the order timers run in is the same (a set ordered by deadline and
+/// timer, not by filing).
 #[derive(Debug, Default)]
 pub struct TimerTable {
     strict: BTreeSet<(Nanos, Timer)>,
     lenient: BTreeSet<(Nanos, Timer)>,
+    /// An RPC timer filed and not yet in its set: deadline, RPC, lenient.
+    deferred: Option<(Nanos, RpcId, bool)>,
 }
 
 impl TimerTable {
@@ -97,20 +109,43 @@ impl TimerTable {
     /// Files RPC `id`'s silence check at `at`, among the lenient timers if
     /// `lenient`. The RPC stores what this returns, for
     /// [`TimerTable::cancel_rpc`].
+    ///
+    /// The timer waits in the table's slot until [`TimerTable::settle`]
+    /// (an earlier one there is filed first): O(1) now, the B-tree's work
+    /// later.
     pub fn set_rpc(&mut self, id: RpcId, at: Nanos, lenient: bool) -> RpcTimer {
-        self.set_of(lenient).insert((at, Timer::Rpc(id)));
+        self.settle();
+        self.deferred = Some((at, id, lenient));
         RpcTimer { at, lenient }
+    }
+
+    /// Files the RPC timer that waits in the slot, if any (see
+    /// [`TimerTable::set_rpc`]). Nothing the table answers changes.
+    #[inline]
+    pub fn settle(&mut self) {
+        if let Some((at, id, lenient)) = self.deferred.take() {
+            self.set_of(lenient).insert((at, Timer::Rpc(id)));
+        }
+    }
+
+    /// True while an RPC timer waits in the slot for [`TimerTable::settle`].
+    pub fn unsettled(&self) -> bool {
+        self.deferred.is_some()
     }
 
     /// Removes RPC `id`'s silence check, if filed.
     pub fn cancel_rpc(&mut self, id: RpcId, filed: Option<RpcTimer>) {
         if let Some(f) = filed {
+            if self.deferred == Some((f.at, id, f.lenient)) {
+                self.deferred = None;
+            }
             self.set_of(f.lenient).remove(&(f.at, Timer::Rpc(id)));
         }
     }
 
     /// The earliest timer of both sets, by (deadline, timer): the one
-    /// order timers run in; and whether it is in the lenient set.
+    /// order timers run in; and whether it is in the lenient set. (The
+    /// slot not included: see [`TimerTable::settle`].)
     fn first(&self) -> Option<((Nanos, Timer), bool)> {
         match (self.strict.first(), self.lenient.first()) {
             (Some(a), Some(b)) if b < a => Some((*b, true)),
@@ -119,18 +154,30 @@ impl TimerTable {
         }
     }
 
+    /// The deadline of the RPC timer in the slot, if any and if `strict`
+    /// timers only are asked for, only if it is strict.
+    fn deferred_at(&self, strict: bool) -> Option<Nanos> {
+        match self.deferred {
+            Some((at, _, lenient)) if !(strict && lenient) => Some(at),
+            _ => None,
+        }
+    }
+
     /// The earliest deadline.
     pub fn next(&self) -> Option<Nanos> {
-        self.first().map(|((t, _), _)| t)
+        let filed = self.first().map(|((t, _), _)| t);
+        earliest(filed, self.deferred_at(false))
     }
 
     /// The earliest deadline of a strict timer (see [`Timer::is_lenient`]).
     pub fn next_strict(&self) -> Option<Nanos> {
-        self.strict.first().map(|&(t, _)| t)
+        let filed = self.strict.first().map(|&(t, _)| t);
+        earliest(filed, self.deferred_at(true))
     }
 
     /// Takes the earliest timer if it is due at `now`.
     pub fn pop_due(&mut self, now: Nanos) -> Option<(Nanos, Timer)> {
+        self.settle();
         let ((t, timer), lenient) = self.first()?;
         if t > now {
             return None;
@@ -141,23 +188,47 @@ impl TimerTable {
 
     /// Timers filed.
     pub fn len(&self) -> usize {
-        self.strict.len() + self.lenient.len()
+        let filed = self.strict.len() + self.lenient.len();
+        match self.deferred {
+            // (A timer filed twice is one entry, as in a set.)
+            Some((at, id, lenient)) => {
+                let set = if lenient { &self.lenient } else { &self.strict };
+                filed + !set.contains(&(at, Timer::Rpc(id))) as usize
+            }
+            None => filed,
+        }
     }
 
     /// True when no timer is filed.
     pub fn is_empty(&self) -> bool {
-        self.strict.is_empty() && self.lenient.is_empty()
+        self.deferred.is_none() && self.strict.is_empty() && self.lenient.is_empty()
     }
 
     /// Entries filed for RPC `id` (a scan: for tests).
     #[cfg(test)]
     pub(crate) fn filed_for(&self, id: RpcId) -> usize {
         let t = Timer::Rpc(id);
-        self.strict
+        let filed = self
+            .strict
             .iter()
             .chain(&self.lenient)
             .filter(|(_, x)| *x == t)
-            .count()
+            .count();
+        match self.deferred {
+            Some((at, d, lenient)) if d == id => {
+                let set = if lenient { &self.lenient } else { &self.strict };
+                filed + !set.contains(&(at, t)) as usize
+            }
+            _ => filed,
+        }
+    }
+}
+
+/// The earlier of two optional deadlines.
+fn earliest(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -237,5 +308,48 @@ mod tests {
         assert_eq!(t.pop_due(30), Some((30, Timer::Rpc(a))));
         assert_eq!(t.pop_due(30), Some((30, Timer::Rpc(b))));
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn an_rpc_timer_in_the_slot_answers_as_if_filed() {
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let (a, b, c) = (
+            RpcId { id: 2, peer },
+            RpcId { id: 4, peer },
+            RpcId { id: 6, peer },
+        );
+        let mut t = TimerTable::default();
+        t.set(Timer::PeerSweep, None, 40);
+        // A lenient RPC timer in the slot: the earliest deadline, but not
+        // a strict one.
+        let fa = t.set_rpc(a, 20, true);
+        assert!(t.unsettled());
+        assert_eq!((t.next(), t.next_strict(), t.len()), (Some(20), None, 2));
+        // The next one files it and takes the slot.
+        let fb = t.set_rpc(b, 10, false);
+        assert_eq!(t.filed_for(a), 1);
+        assert_eq!(
+            (t.next(), t.next_strict(), t.len()),
+            (Some(10), Some(10), 3)
+        );
+        // Cancelled in the slot: gone.
+        t.cancel_rpc(b, Some(fb));
+        assert!(!t.unsettled());
+        assert_eq!((t.next(), t.next_strict(), t.len()), (Some(20), None, 2));
+        // Due timers in (deadline, timer) order, the slot's among them.
+        t.set_rpc(c, 20, false);
+        assert_eq!(t.pop_due(50), Some((20, Timer::Rpc(a))));
+        assert_eq!(t.pop_due(50), Some((20, Timer::Rpc(c))));
+        assert_eq!(t.pop_due(50), Some((40, Timer::PeerSweep)));
+        assert!(t.is_empty());
+        // The same timer filed twice is one entry, settled or not.
+        let f = t.set_rpc(a, 30, false);
+        t.settle();
+        t.set_rpc(a, 30, false);
+        assert_eq!(t.len(), 1);
+        t.cancel_rpc(a, Some(f));
+        assert!(t.is_empty());
+        assert_eq!(t.len(), 0);
+        let _ = fa;
     }
 }

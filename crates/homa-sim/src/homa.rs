@@ -418,13 +418,18 @@ impl Transport for HomaHost {
             meta,
         );
         // Ended RPCs are freed right after each event, so the core's state
-        // between events is what it would be if it freed them at once.
+        // between events is what it would be if it freed them at once; and
+        // the bookkeeping left for after the send is done (`settle`).
         self.ep.reap(usize::MAX);
+        self.ep.settle();
         self.drain_events(now_ns);
     }
 
     fn poll_transmit(&mut self, now: Time) -> Option<SimPacket<Transmit>> {
-        let t = self.ep.poll_transmit(self.clock(now))?;
+        let t = self.ep.poll_transmit(self.clock(now));
+        // (The packet is "sent": what the core left for after it is done.)
+        self.ep.settle();
+        let t = t?;
         let dst = host_of(t.dst.ip())?;
         // (Read from the bytes: the core built them, a full parse is waste.)
         let (flow, retransmit) =
@@ -459,6 +464,7 @@ impl Transport for HomaHost {
         let now_ns = self.clock(now);
         self.ep.handle_timeout(now_ns);
         self.ep.reap(usize::MAX);
+        self.ep.settle();
         self.drain_events(now_ns);
     }
 

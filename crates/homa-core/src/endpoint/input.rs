@@ -30,6 +30,7 @@ impl Endpoint {
         len: usize,
         meta: PacketMeta,
     ) {
+        debug_assert!(self.sweep_filed_if_idle());
         self.metrics.received.count(packet.packet_type(), len);
         if matches!(packet.body, Body::Data { .. }) {
             let tick = self.tick(now);
@@ -319,13 +320,17 @@ impl Endpoint {
         };
         p.rpcs += 1;
         p.server_rpcs += 1;
-        self.refresh_peer(now, id.peer);
+        if p.needs_refresh() {
+            self.refresh_peer(now, id.peer);
+        }
         let seq = self.next_seq();
         let (request, granted) = self.receiver.admit(h, seq);
-        let mut rpc = Rpc::new(Phase::Receiving { request }, now);
-        rpc.incast = h.flags & DATA_FLAG_INCAST != 0;
         self.record_size(now, h.message_length);
         self.bytedance_new_message(now, id, h, granted);
+        // (Made right before it goes in: an RPC kept across the calls
+        // above was copied once more.)
+        let mut rpc = Rpc::new(Phase::Receiving { request }, now);
+        rpc.incast = h.flags & DATA_FLAG_INCAST != 0;
         self.insert_rpc(id, rpc);
         true
     }
@@ -432,13 +437,21 @@ impl Endpoint {
             if let Some(p) = self.peers.get_mut(&id.peer) {
                 p.proven = true;
             }
-            self.discard_rpc(now, id);
+            // (The ack queued below refreshes the peer.)
+            let refresh = !self.ack_refresh_suffices();
+            self.end_rpc(now, id, refresh);
             self.metrics.responses_delivered += 1;
             self.events.push_back(Event::Response { rpc: id, message });
             self.queue_ack(now, id);
         } else {
-            self.rpcs.get_mut(&id).expect("present").heard(now);
-            self.after_change(now, id);
+            let rpc = self.rpcs.get_mut(&id).expect("present");
+            rpc.heard(now);
+            // (A request that came whole in its first packet left nothing
+            // filed: re-filing it would change nothing, and the work would
+            // sit between the request's arrival and its reply.)
+            if !rpc.in_service_unfiled() {
+                self.after_change(now, id);
+            }
             self.metrics.requests_delivered += 1;
             self.events.push_back(Event::Request { rpc: id, message });
         }
@@ -468,7 +481,9 @@ impl Endpoint {
             p.acks_timer = Some(self.timers.set(Timer::Acks(id.peer), None, at));
         }
         let full = p.pending_acks.len() >= MAX_ACKS;
-        self.refresh_peer(now, id.peer);
+        if p.needs_refresh() {
+            self.refresh_peer(now, id.peer);
+        }
         if full {
             self.flush_acks(now, id.peer, 0);
         }

@@ -32,6 +32,15 @@
 //! `timers` gauge and may make [`Endpoint::poll_timeout`] earlier than
 //! needed.
 //!
+//! In the same spirit, a little bookkeeping that producing the next packet
+//! does not need waits for [`Endpoint::settle`], which a driver calls right
+//! after its send system call: filing the silence timer of the RPC whose
+//! packet just went out, recording a new message's size for the cutoffs,
+//! remembering the server RPC just acked. Each waits in a one-entry slot
+//! of its own table (a second one files the first), and every answer of
+//! that table counts it as filed, so nothing the endpoint does depends on
+//! when, or whether, the driver settles.
+//!
 //! The code is split by what drives it: the application API here,
 //! `input` for received packets, `output` for packets to send,
 //! `timer` for timeouts, `diag` for diagnostics.
@@ -237,6 +246,7 @@ impl Endpoint {
         m.tx_bytes_buffered = self.sender.buffered;
         m.peers = self.peers.len() as u64;
         m.remembered_acks = self.acked.len() as u64;
+        m.acks_forgotten_early = self.acked.forgotten_early();
         m.partial_requests = self.receiver.embryos() as u64;
         m.timers = self.timers.len() as u64;
         m.grantable_messages = self.receiver.policy.has_candidates() as u64;
@@ -292,7 +302,9 @@ impl Endpoint {
         // We chose to talk to it: not state an attacker made us create.
         peer.proven = true;
         peer.rpcs += 1;
-        self.refresh_peer(now, dest);
+        if peer.needs_refresh() {
+            self.refresh_peer(now, dest);
+        }
         let prio = self.unscheduled_priority(dest, len);
         // Ids are random (even, never 0): a server or an off-path host
         // cannot guess the next one and forge its response.
@@ -421,6 +433,42 @@ impl Endpoint {
         self.rpcs.dead_len()
     }
 
+    /// Does the bookkeeping that the calls since the last one left for
+    /// later: filing the silence timer of the RPC whose packet went out
+    /// last, recording the size of the message that started last (the
+    /// cutoffs' sample), and remembering the server RPC acked last (the
+    /// at-most-once memory). Call it right after handing the packets of
+    /// [`Endpoint::poll_transmit`] to the network (after the send system
+    /// call), so that the work is off the path from a packet's arrival to
+    /// the answer it brings. Nothing the endpoint does or answers depends
+    /// on it: what waits is O(1) (one timer, one size, one acked RPC; a
+    /// second one files the first), and every call that looks at them
+    /// sees them as if filed ([`Endpoint::poll_timeout`],
+    /// [`Endpoint::handle_timeout`], [`Endpoint::metrics`], a stale
+    /// request's lookup...). A driver that never calls it only does the
+    /// same work a call later.
+    // (The check inline: a driver calls it after every send; the work
+    // never inlined, and a profile shows its cost.)
+    #[inline]
+    pub fn settle(&mut self) {
+        if self.unsettled() {
+            self.settle_now();
+        }
+    }
+
+    /// [`Endpoint::settle`]'s work.
+    #[inline(never)]
+    fn settle_now(&mut self) {
+        self.timers.settle();
+        self.receiver.settle();
+        self.acked.settle();
+    }
+
+    /// True while some bookkeeping waits for [`Endpoint::settle`].
+    pub fn unsettled(&self) -> bool {
+        self.timers.unsettled() || self.receiver.unsettled() || self.acked.unsettled()
+    }
+
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
@@ -512,7 +560,7 @@ impl Endpoint {
         if let Some(r) = rpc.as_mut() {
             self.timers.cancel_rpc(id, r.timer.take());
         }
-        self.rpc_gone(now, id, client);
+        self.rpc_gone(now, id, client, true);
         rpc
     }
 
@@ -520,6 +568,12 @@ impl Endpoint {
     /// documentation), freed later by [`Endpoint::reap`]. Returns false if
     /// there was no such RPC.
     fn discard_rpc(&mut self, now: Nanos, id: RpcId) -> bool {
+        self.end_rpc(now, id, true)
+    }
+
+    /// [`Endpoint::discard_rpc`]; without `refresh`, the peer is not filed
+    /// as idle or busy again (see `rpc_gone`).
+    fn end_rpc(&mut self, now: Nanos, id: RpcId, refresh: bool) -> bool {
         // An RPC that holds large messages is freed at once (as Homa/Linux
         // reaps at once past `dead_buffs_limit`): its buffers then go back
         // while they are still in the cache, to the next message that needs
@@ -536,7 +590,7 @@ impl Endpoint {
             return false;
         };
         self.rpcs.kill(&id);
-        self.rpc_gone(now, id, client);
+        self.rpc_gone(now, id, client, refresh);
         if self.rpcs.dead_len() > MAX_DEAD_RPCS {
             self.reap(1);
         }
@@ -556,33 +610,65 @@ impl Endpoint {
         Some(rpc.is_client())
     }
 
-    /// The peer's and the endpoint's counts after RPC `id` left the table.
-    fn rpc_gone(&mut self, now: Nanos, id: RpcId, client: bool) {
+    /// The peer's and the endpoint's counts after RPC `id` left the table;
+    /// with `refresh`, the peer filed as idle or busy accordingly (a caller
+    /// that refreshes it next itself, with nothing in between that looks,
+    /// may leave it: see `Endpoint::ack_refresh_suffices`).
+    fn rpc_gone(&mut self, now: Nanos, id: RpcId, client: bool, refresh: bool) {
         if client {
             self.client_rpcs -= 1;
         }
-        if let Some(p) = self.peers.get_mut(&id.peer) {
-            p.rpcs = p.rpcs.saturating_sub(1);
-            if !id.is_client() {
-                p.server_rpcs = p.server_rpcs.saturating_sub(1);
+        let stale = match self.peers.get_mut(&id.peer) {
+            Some(p) => {
+                p.rpcs = p.rpcs.saturating_sub(1);
+                if !id.is_client() {
+                    p.server_rpcs = p.server_rpcs.saturating_sub(1);
+                }
+                p.needs_refresh()
             }
+            None => false,
+        };
+        if refresh && stale {
+            self.refresh_peer(now, id.peer);
         }
-        self.refresh_peer(now, id.peer);
     }
 
-    /// Files a peer as idle or busy after its RPCs or acks changed.
+    /// Whether a client RPC whose response just came may leave its peer's
+    /// refresh to the one `queue_ack` makes right after (the ack it owes
+    /// makes the peer busy): the peer, proven, would go idle only for that
+    /// moment, its idle entry pushed and popped again, and nothing looks
+    /// in between. That changes nothing when the idle sweep is filed
+    /// already (`arm_sweep` would do nothing) and the push would not
+    /// compact the idle list. (Between the response's arrival and the next
+    /// request: a peer lookup and refresh less.)
+    fn ack_refresh_suffices(&self) -> bool {
+        self.sweep_timer.is_some() && !self.peers.idle_push_compacts()
+    }
+
+    /// Files a peer as idle or busy after its RPCs or acks changed. (A
+    /// caller holding the peer may skip it when `Peer::needs_refresh` says
+    /// nothing changed: then the peer table would not change, and neither
+    /// would `arm_sweep`, as the sweep is filed whenever any peer is on the
+    /// idle list: every push there is followed by `arm_sweep`, and the
+    /// sweep re-arms itself when it runs.)
     fn refresh_peer(&mut self, now: Nanos, addr: SocketAddr) {
         self.peers.refresh(addr, now);
         self.arm_sweep(now);
+    }
+
+    /// The invariant that lets callers skip `refresh_peer`: the idle sweep
+    /// is filed whenever the idle list holds anything (checked in debug
+    /// builds as packets come and go).
+    fn sweep_filed_if_idle(&self) -> bool {
+        self.sweep_timer.is_some() || self.peers.oldest_idle().is_none()
     }
 
     /// Remembers a finished server RPC so a stale copy of its request is
     /// not run again.
     fn remember_done(&mut self, now: Nanos, id: RpcId) {
         let max = self.config.max_remembered_acks as usize;
-        if self.acked.remember(now, self.config.ack_memory_ns, max, id) {
-            self.metrics.acks_forgotten_early += 1;
-        }
+        // (Filed at `settle`; early forgetting is counted in `metrics`.)
+        self.acked.remember(now, self.config.ack_memory_ns, max, id);
     }
 
     fn fail_client_rpc(&mut self, now: Nanos, id: RpcId, error: RpcError) {

@@ -57,6 +57,7 @@ impl Endpoint {
     /// packets first, then data of the message the sender policy picks (for
     /// Homa: fewest bytes left, with a small share for the oldest).
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        debug_assert!(self.sweep_filed_if_idle());
         self.decide_grants(now);
         let t = match self.sender.pop_control() {
             Some(t) => t,
@@ -116,7 +117,7 @@ impl Endpoint {
         let payload = m
             .data
             .slice(chunk.offset as usize..(chunk.offset + chunk.len) as usize);
-        let (ack, cutoff_version) = match self.peers.get_mut(&id.peer) {
+        let (ack, cutoff_version, stale) = match self.peers.get_mut(&id.peer) {
             Some(p) => {
                 // Only a client's DATA carries acks.
                 let pending = if is_client {
@@ -128,9 +129,9 @@ impl Endpoint {
                     client_id,
                     server_port: id.peer.port(),
                 });
-                (ack, p.cutoff_version)
+                (ack, p.cutoff_version, p.needs_refresh())
             }
-            None => (AckEntry::default(), 0),
+            None => (AckEntry::default(), 0, false),
         };
         self.metrics.acks_sent += (ack.client_id != 0) as u64;
         let header = DataHeader {
@@ -156,7 +157,7 @@ impl Endpoint {
         if chunk.retransmit {
             self.metrics.data_bytes_retransmitted += chunk.len as u64;
         }
-        if ack.client_id != 0 {
+        if ack.client_id != 0 && stale {
             self.refresh_peer(now, id.peer);
         }
         self.after_change(now, id);

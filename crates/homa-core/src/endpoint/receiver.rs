@@ -129,9 +129,21 @@ impl Receiver {
         claimed.min(allowance).min(length)
     }
 
-    /// Records the size of a new incoming message.
+    /// Records the size of a new incoming message (the sampler takes it
+    /// in at [`Receiver::settle`] at the latest).
     pub fn record_size(&mut self, length: u32) {
         self.sampler.record(length);
+    }
+
+    /// Takes in the message size recorded last (see
+    /// [`crate::priority::SizeSampler::settle`]).
+    pub fn settle(&mut self) {
+        self.sampler.settle();
+    }
+
+    /// True while a recorded size waits for [`Receiver::settle`].
+    pub fn unsettled(&self) -> bool {
+        self.sampler.unsettled()
     }
 
     /// Recomputes the cutoffs from the sizes seen (the measurement interval

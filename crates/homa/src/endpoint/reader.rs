@@ -166,7 +166,9 @@ impl Inner {
         let now = self.now();
         let mut st = self.lock();
         // About to sleep: free ended RPCs first (their timers too, so the
-        // deadlines below are not theirs).
+        // deadlines below are not theirs), and do what the core left for
+        // after a send.
+        st.core.settle();
         st.core.reap(REAP_BATCH);
         let since = |t: Nanos| Duration::from_nanos(t.saturating_sub(now));
         // The core's strict timers and the caller's deadline must not be
@@ -279,7 +281,9 @@ impl Inner {
             }
             let now = self.now();
             if n == 0 {
-                // Nothing came: a moment to free ended RPCs.
+                // Nothing came: a moment to free ended RPCs (and to do what
+                // the core left for after a send).
+                st.core.settle();
                 st.core.reap(REAP_BATCH);
             }
             let backlogged = n == max && max > 1;
@@ -397,6 +401,10 @@ impl Inner {
         let mut seen = u64::MAX;
         let mut reading = false;
         let mut st = self.lock();
+        // What the core left for after the send (`homa_core::Endpoint::
+        // settle`): this thread usually comes here from sending a request
+        // or a reply, and has nothing more urgent to do.
+        st.core.settle();
         // Whether the loop ended with a result (from the handoff or the
         // check), which leaves nothing registered.
         let mut settled = true;
@@ -458,6 +466,7 @@ impl Inner {
             if let Some(d) = deadline {
                 wait = wait.min(d.saturating_duration_since(Instant::now()));
             }
+            st.core.settle();
             st.core.reap(REAP_BATCH);
             let ticket = st.parked.enter(what);
             drop(st);

@@ -1524,5 +1524,6 @@ fn idle_peers_are_forgotten() {
 mod bytedance;
 mod linux;
 mod reap;
+mod settle;
 mod sird;
 mod stream;
