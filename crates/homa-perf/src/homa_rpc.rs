@@ -213,26 +213,13 @@ impl Pipeline<'_> {
                     let latency = sent.elapsed();
                     let want = expected_response_size(size, self.response_size);
                     match result {
-                        Ok(response)
-                            if response.len() == want && response_ok(tag, size, &response) =>
-                        {
-                            rec.record(size, response.len(), latency);
-                            consecutive = 0;
-                        }
-                        Ok(response) if response.len() == want => {
-                            tracing::warn!(
-                                "homa: response to a {size} B request: {want} B of wrong content"
-                            );
-                            rec.record_content_error();
-                            consecutive += 1;
-                        }
                         Ok(response) => {
-                            tracing::warn!(
-                                "homa: response of {} B to a {size} B request, expected {want} B",
-                                response.len()
-                            );
-                            rec.record_error();
-                            consecutive += 1;
+                            let ok = response.len() == want && response_ok(tag, size, &response);
+                            if rec.judge(size, response.len(), want, ok, latency) {
+                                consecutive = 0;
+                            } else {
+                                consecutive += 1;
+                            }
                         }
                         Err(e) => {
                             tracing::warn!("homa RPC failed: {e}");

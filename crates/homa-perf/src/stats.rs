@@ -62,6 +62,33 @@ impl Recorder {
         self.response_bytes += response_size as u64;
     }
 
+    /// Judges a completed RPC and records it: a success when its response
+    /// has the `want`ed length and the right bytes (`content_ok`), a content
+    /// error when only the bytes are wrong, an error otherwise (each with a
+    /// warning). The one verdict every client of homa-perf uses. Returns
+    /// whether it was a success.
+    pub fn judge(
+        &mut self,
+        request_size: usize,
+        len: usize,
+        want: usize,
+        content_ok: bool,
+        latency: Duration,
+    ) -> bool {
+        if len == want && content_ok {
+            self.record(request_size, len, latency);
+            true
+        } else if len == want {
+            tracing::warn!("response to a {request_size} B request: {len} B of wrong content");
+            self.record_content_error();
+            false
+        } else {
+            tracing::warn!("response of {len} B to a {request_size} B request, expected {want} B");
+            self.record_error();
+            false
+        }
+    }
+
     /// Counts one failed RPC.
     pub fn record_error(&mut self) {
         self.errors += 1;

@@ -246,21 +246,8 @@ impl TcpPipeline {
                             let latency = conn.sent.elapsed();
                             outstanding -= 1;
                             last_done = Instant::now();
-                            let size = conn.size;
-                            if len != self.response_size {
-                                tracing::warn!(
-                                    "response of {len} B to a {size} B request, expected {} B",
-                                    self.response_size
-                                );
-                                rec.record_error();
-                            } else if response_ok(conn.tag, size, &conn.response[..len]) {
-                                rec.record(size, len, latency);
-                            } else {
-                                tracing::warn!(
-                                    "response to a {size} B request: {len} B of wrong content"
-                                );
-                                rec.record_content_error();
-                            }
+                            let ok = response_ok(conn.tag, conn.size, &conn.response[..len]);
+                            rec.judge(conn.size, len, self.response_size, ok, latency);
                         }
                     }
                 }

@@ -190,20 +190,9 @@ pub(crate) fn run_closed_loop(
                                 content_ok,
                             }) => {
                                 let want = client.expected_response(size);
-                                if len == want && content_ok {
-                                    rec.record(size, len, latency);
+                                if rec.judge(size, len, want, content_ok, latency) {
                                     consecutive = 0;
-                                } else if len == want {
-                                    tracing::warn!(
-                                        "response to a {size} B request: {len} B of wrong content"
-                                    );
-                                    rec.record_content_error();
-                                    consecutive += 1;
                                 } else {
-                                    tracing::warn!(
-                                        "response of {len} B to a {size} B request, expected {want} B"
-                                    );
-                                    rec.record_error();
                                     consecutive += 1;
                                 }
                             }
