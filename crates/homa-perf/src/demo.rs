@@ -326,13 +326,10 @@ fn measure_slice(
     let server = Server::start(&ServerOptions {
         protocol: spec.protocol,
         bind,
-        // A spinning server thread per outstanding RPC would starve a
-        // 2-core machine; blocking servers get one per RPC up to 2.
-        threads: if spec.busy_poll {
-            1
-        } else {
-            spec.concurrency.min(2)
-        },
+        threads: server_threads(
+            spec,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        ),
         busy_poll: spec.busy_poll,
         homa_config: homa_config.clone(),
         work_per_request: std::time::Duration::ZERO,
@@ -352,6 +349,24 @@ fn measure_slice(
     let cpu_ns = spent.saturating_sub(busy.cpu_ns().saturating_sub(busy0));
     server.shutdown();
     measured.map(|m| (m, cpu_ns))
+}
+
+/// Homa's server threads for a row on a host of `cpus` CPUs: one per
+/// outstanding RPC, up to the CPUs the client's own threads leave free, and
+/// at least one. A spinning server (busy-poll rows) gets one: a spinning
+/// thread per RPC would starve a small machine. More threads than free CPUs
+/// only take turns with the client's: on two CPUs a second server thread
+/// beside a one-thread client that keeps 4 RPCs of 500 KB outstanding cost
+/// Homa a fifth of its throughput (docs/runtime-profile.md, seventh pass).
+/// TCP's server has a thread per connection whatever this says.
+fn server_threads(spec: &Spec, cpus: usize) -> usize {
+    if spec.busy_poll {
+        return 1;
+    }
+    let client_threads = if spec.pipelined { 1 } else { spec.concurrency };
+    spec.concurrency
+        .min(cpus.saturating_sub(client_threads))
+        .max(1)
 }
 
 fn find<'a>(
@@ -585,5 +600,38 @@ impl DemoResult {
             let _ = writeln!(out, "  {:<52} {v:>6}", r.name);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(busy_poll: bool, pipelined: bool, concurrency: usize) -> Spec {
+        Spec {
+            test: "t",
+            protocol: Protocol::Homa,
+            busy_poll,
+            no_poll: false,
+            pipelined,
+            concurrency,
+            size: 100,
+        }
+    }
+
+    #[test]
+    fn server_threads_fill_the_cpus_the_client_leaves() {
+        // Two CPUs: a one-thread client leaves one; a thread per RPC none.
+        assert_eq!(server_threads(&spec(false, true, 4), 2), 1);
+        assert_eq!(server_threads(&spec(false, false, 4), 2), 1);
+        assert_eq!(server_threads(&spec(false, false, 1), 2), 1);
+        // Sixteen: one per outstanding RPC.
+        assert_eq!(server_threads(&spec(false, true, 4), 16), 4);
+        assert_eq!(server_threads(&spec(false, false, 4), 16), 4);
+        assert_eq!(server_threads(&spec(false, true, 64), 16), 15);
+        assert_eq!(server_threads(&spec(false, false, 64), 16), 1);
+        // A spinning server has one thread, and every row at least one.
+        assert_eq!(server_threads(&spec(true, false, 1), 16), 1);
+        assert_eq!(server_threads(&spec(false, false, 1), 1), 1);
     }
 }
