@@ -31,10 +31,12 @@ mod clients;
 mod events;
 mod output;
 mod reader;
+mod sendq;
 mod stats;
 mod streams;
 mod watch;
 
+use sendq::SendQueue;
 pub use stats::RuntimeStats;
 use stats::Stats;
 
@@ -220,13 +222,6 @@ pub(crate) struct Inner {
     stats: Stats,
     /// The descriptor of [`Endpoint::ready_fd`] (see `ready.rs`).
     ready: Readiness,
-}
-
-/// Output waiting to be sent, and whether a thread is sending it.
-#[derive(Default)]
-struct SendQueue {
-    queue: VecDeque<Output>,
-    sending: bool,
 }
 
 /// Shuts the endpoint down when the last user handle goes away (the

@@ -84,43 +84,41 @@ impl Inner {
     }
 
     /// Queues packets taken from the core (call with the state lock held,
-    /// so that the queue's order is the core's). Returns true when the
+    /// so that the line's order is the core's). Returns true when the
     /// caller is to send them with [`Inner::send_queued`] after releasing
-    /// the lock; false when there was nothing to send or another thread is
-    /// sending and will send these too (they were then moved into its
-    /// queue). When no thread is sending, the queue is empty and `out`
-    /// stays where it is, to be sent from there first (no copy).
-    ///
-    /// Threads that sent what they took in parallel reordered a message's
-    /// packets (one thread's sendmmsg overtaking another's), and the
-    /// receiver took the overtaken ones for lost: with 4 RPCs of 500 KB
-    /// outstanding, 8.5% of the bytes received were retransmissions.
+    /// the lock, from where they are (no copy); false when there was
+    /// nothing to send, or when they share an RPC with packets another
+    /// thread is sending or that wait (they then moved into the line, and
+    /// a sending thread will send them in turn). See `sendq.rs`.
     pub(super) fn queue_out(&self, out: &mut Output) -> bool {
         if out.is_empty() {
             return false;
         }
+        let mask = sendq::key_mask(out);
         let mut q = self.send_queue.lock().unwrap_or_else(|p| p.into_inner());
-        q.enqueue(out)
+        q.enqueue(mask, out)
     }
 
-    /// Sends `out`, then the packets other threads queued meanwhile, in
-    /// order, until the queue is empty; `send` is what
+    /// Sends `out`, then whatever waiting packets its end lets go (see
+    /// `sendq.rs`), until none is left for this thread; `send` is what
     /// [`Inner::queue_out`] returned (when false, `out` is empty or was
-    /// handed to the thread that is sending).
+    /// moved into the line).
     pub(super) fn send_queued(&self, send: bool, out: &Output) {
         if !send {
             return;
         }
         self.send_out(out);
+        let mut mask = sendq::key_mask(out);
         loop {
             let next = {
                 let mut q = self.send_queue.lock().unwrap_or_else(|p| p.into_inner());
-                q.next()
+                q.finish(mask)
             };
-            let Some(out) = next else {
+            let Some((m, out)) = next else {
                 return;
             };
             self.send_out(&out);
+            mask = m;
         }
     }
 
@@ -134,80 +132,5 @@ impl Inner {
             s.send_drops.fetch_add(dropped as u64, Ordering::Relaxed);
             s.send_calls.fetch_add(1, Ordering::Relaxed);
         }
-    }
-}
-
-impl SendQueue {
-    /// [`Inner::queue_out`] under the queue's lock, for a non-empty `out`:
-    /// true when the caller is now the sender and sends `out` from where
-    /// it is (nobody was sending, so nothing waits in the queue); false
-    /// when another thread is sending, `out` then moved to the queue's end.
-    fn enqueue(&mut self, out: &mut Output) -> bool {
-        if self.sending {
-            self.queue.push_back(std::mem::take(out));
-            return false;
-        }
-        // The sender that cleared `sending` found the queue empty.
-        debug_assert!(self.queue.is_empty());
-        self.sending = true;
-        true
-    }
-
-    /// The sender's next batch, oldest first; `None` ends its turn (nobody
-    /// is sending any more).
-    fn next(&mut self) -> Option<Output> {
-        let out = self.queue.pop_front();
-        self.sending = out.is_some();
-        out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use homa_wire::{CommonHeader, DataHeader, HeaderBuf, PacketType};
-
-    fn batch(tag: u64) -> Output {
-        let common = CommonHeader {
-            sport: 1,
-            dport: 2,
-            sender_id: tag,
-        };
-        let header = HeaderBuf::data(&common, &DataHeader::default());
-        let mut out = Output::new();
-        out.push(Transmit {
-            dst: "127.0.0.1:2".parse().unwrap(),
-            priority: 0,
-            packet_type: PacketType::Data,
-            header,
-            payload: Bytes::new(),
-        });
-        out
-    }
-
-    #[test]
-    fn the_first_batch_stays_with_its_sender_later_ones_queue_in_order() {
-        let mut q = SendQueue::default();
-        // Nobody sends: the caller sends its batch from where it is.
-        let mut a = batch(2);
-        assert!(q.enqueue(&mut a));
-        assert_eq!(a.len(), 1);
-        assert!(q.queue.is_empty() && q.sending);
-        // Meanwhile two others queue theirs behind it, for the sender.
-        let (mut b, mut c) = (batch(4), batch(6));
-        let (b0, c0) = (b.clone(), c.clone());
-        assert!(!q.enqueue(&mut b));
-        assert!(!q.enqueue(&mut c));
-        assert!(b.is_empty() && c.is_empty());
-        // The sender takes them in order, then its turn ends.
-        assert_eq!(q.next(), Some(b0));
-        assert_eq!(q.next(), Some(c0));
-        assert!(q.sending);
-        assert_eq!(q.next(), None);
-        assert!(!q.sending);
-        // And the next caller is the sender again.
-        let mut d = batch(8);
-        assert!(q.enqueue(&mut d));
-        assert_eq!(q.next(), None);
     }
 }
