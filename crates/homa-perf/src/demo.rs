@@ -352,21 +352,26 @@ fn measure_slice(
 }
 
 /// Homa's server threads for a row on a host of `cpus` CPUs: one per
-/// outstanding RPC, up to the CPUs the client's own threads leave free, and
-/// at least one. A spinning server (busy-poll rows) gets one: a spinning
-/// thread per RPC would starve a small machine. More threads than free CPUs
-/// only take turns with the client's: on two CPUs a second server thread
-/// beside a one-thread client that keeps 4 RPCs of 500 KB outstanding cost
-/// Homa a fifth of its throughput (docs/runtime-profile.md, seventh pass).
-/// TCP's server has a thread per connection whatever this says.
+/// outstanding RPC, up to the CPUs the client leaves free, and at least
+/// one. A one-thread client keeps its CPU (it never sleeps while RPCs are
+/// outstanding), so it leaves `cpus - 1`; a client with a thread per RPC
+/// sleeps while it waits and leaves them all. A spinning server (busy-poll
+/// rows) gets one: a spinning thread per RPC would starve a small machine.
+/// Measured on two CPUs (docs/runtime-profile.md, eighth pass): beside a
+/// one-thread client keeping 4 RPCs of 500 KB outstanding, a second server
+/// thread cost Homa a fifth of its throughput; beside 4 threads (500 KB)
+/// or 64 threads (100 B) it gained 7–25%. TCP's server has a thread per
+/// connection whatever this says.
 fn server_threads(spec: &Spec, cpus: usize) -> usize {
     if spec.busy_poll {
         return 1;
     }
-    let client_threads = if spec.pipelined { 1 } else { spec.concurrency };
-    spec.concurrency
-        .min(cpus.saturating_sub(client_threads))
-        .max(1)
+    let free = if spec.pipelined {
+        cpus.saturating_sub(1)
+    } else {
+        cpus
+    };
+    spec.concurrency.min(free).max(1)
 }
 
 fn find<'a>(
@@ -621,15 +626,17 @@ mod tests {
 
     #[test]
     fn server_threads_fill_the_cpus_the_client_leaves() {
-        // Two CPUs: a one-thread client leaves one; a thread per RPC none.
+        // Two CPUs: a one-thread client leaves one; sleeping threads both.
         assert_eq!(server_threads(&spec(false, true, 4), 2), 1);
-        assert_eq!(server_threads(&spec(false, false, 4), 2), 1);
+        assert_eq!(server_threads(&spec(false, true, 64), 2), 1);
+        assert_eq!(server_threads(&spec(false, false, 4), 2), 2);
+        assert_eq!(server_threads(&spec(false, false, 64), 2), 2);
         assert_eq!(server_threads(&spec(false, false, 1), 2), 1);
-        // Sixteen: one per outstanding RPC.
+        // Sixteen: one per outstanding RPC, up to the CPUs left.
         assert_eq!(server_threads(&spec(false, true, 4), 16), 4);
         assert_eq!(server_threads(&spec(false, false, 4), 16), 4);
         assert_eq!(server_threads(&spec(false, true, 64), 16), 15);
-        assert_eq!(server_threads(&spec(false, false, 64), 16), 1);
+        assert_eq!(server_threads(&spec(false, false, 64), 16), 16);
         // A spinning server has one thread, and every row at least one.
         assert_eq!(server_threads(&spec(true, false, 1), 16), 1);
         assert_eq!(server_threads(&spec(false, false, 1), 1), 1);
