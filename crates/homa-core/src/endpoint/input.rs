@@ -131,6 +131,9 @@ impl Endpoint {
             self.queue_control(id, Body::Mismatch);
             return;
         }
+        // Whether the message started with this packet: its grant is then
+        // the initial one already.
+        let mut fresh = false;
         if h.flags & DATA_FLAG_STREAM != 0 {
             if !self.stream_data_admit(now, id, h) {
                 return;
@@ -151,6 +154,7 @@ impl Endpoint {
                     if !self.accept_request(now, id, h, payload.len()) {
                         return;
                     }
+                    fresh = true;
                 }
                 Some(rpc) if !matches!(rpc.phase, Phase::Receiving { .. }) => {
                     // The request is already complete: a duplicate.
@@ -160,8 +164,11 @@ impl Endpoint {
                 Some(_) => {}
             }
         }
-        if !self.has_response_started(&id) && !self.start_response(now, id, h) {
-            return;
+        if !self.has_response_started(&id) {
+            if !self.start_response(now, id, h) {
+                return;
+            }
+            fresh = true;
         }
         if self.receiver.buffered + payload.len() as u64 > self.config.rx_buffer_limit {
             self.metrics.rx_buffer_drops += 1;
@@ -175,9 +182,13 @@ impl Endpoint {
         rpc.heard(now);
         let m = rpc.phase.msgin_mut().expect("present");
         let before = m.outstanding();
-        m.granted = m
-            .granted
-            .max(self.receiver.initial_grant(m.length, h.incoming, h.flags));
+        if !fresh {
+            // (A message that started with this packet was admitted with
+            // exactly this grant: `Receiver::admit`.)
+            m.granted = m
+                .granted
+                .max(self.receiver.initial_grant(m.length, h.incoming, h.flags));
+        }
         // A packet that starts below our grant and ends past it is taken
         // whole: a Linux sender transmits every packet that starts below its
         // grant (homa_xmit_data), on a packet grid that restarts at its
