@@ -131,6 +131,9 @@ impl Endpoint {
             self.queue_control(id, Body::Mismatch);
             return;
         }
+        // Whether the message started with this packet: its grant is then
+        // the initial one already.
+        let mut fresh = false;
         if h.flags & DATA_FLAG_STREAM != 0 {
             if !self.stream_data_admit(now, id, h) {
                 return;
@@ -141,27 +144,23 @@ impl Endpoint {
                 return;
             }
         } else {
-            self.handle_piggybacked_ack(now, id.peer, &h.ack);
-            if self.acked.contains(&id) {
-                self.metrics.stale_duplicates += 1;
-                return;
+            let mut owed = self.handle_request_ack(now, id.peer, &h.ack);
+            let admitted = self.admit_request_data(now, id, h, payload.len(), &mut owed);
+            // (A new request leaves its peer busy and filed so:
+            // `accept_request` refreshes it if needed.)
+            if owed && admitted != Some(true) {
+                self.refresh_owed(now, id.peer);
             }
-            match self.rpcs.get(&id) {
-                None => {
-                    if !self.accept_request(now, id, h, payload.len()) {
-                        return;
-                    }
-                }
-                Some(rpc) if !matches!(rpc.phase, Phase::Receiving { .. }) => {
-                    // The request is already complete: a duplicate.
-                    self.metrics.duplicate_data_bytes += payload.len() as u64;
-                    return;
-                }
-                Some(_) => {}
+            match admitted {
+                Some(new) => fresh = new,
+                None => return,
             }
         }
-        if !self.has_response_started(&id) && !self.start_response(now, id, h) {
-            return;
+        if !self.has_response_started(&id) {
+            if !self.start_response(now, id, h) {
+                return;
+            }
+            fresh = true;
         }
         if self.receiver.buffered + payload.len() as u64 > self.config.rx_buffer_limit {
             self.metrics.rx_buffer_drops += 1;
@@ -175,9 +174,13 @@ impl Endpoint {
         rpc.heard(now);
         let m = rpc.phase.msgin_mut().expect("present");
         let before = m.outstanding();
-        m.granted = m
-            .granted
-            .max(self.receiver.initial_grant(m.length, h.incoming, h.flags));
+        if !fresh {
+            // (A message that started with this packet was admitted with
+            // exactly this grant: `Receiver::admit`.)
+            m.granted = m
+                .granted
+                .max(self.receiver.initial_grant(m.length, h.incoming, h.flags));
+        }
         // A packet that starts below our grant and ends past it is taken
         // whole: a Linux sender transmits every packet that starts below its
         // grant (homa_xmit_data), on a packet grid that restarts at its
@@ -240,6 +243,62 @@ impl Endpoint {
         self.schedule_grants(now);
     }
 
+    /// The ack a request's DATA carries (server side). It usually ends the
+    /// peer's last RPC and the request makes the peer busy again: its
+    /// refresh (idle for a moment, an entry pushed on the idle list and
+    /// popped) is then left to the caller when that changes nothing
+    /// ([`Endpoint::ack_refresh_suffices`]: the sweep is filed and the push
+    /// would not compact). Returns true if it was left: the caller then
+    /// calls [`Endpoint::refresh_owed`] before anything that looks at the
+    /// peer table's idle list or pushes to it, with the same `now`.
+    fn handle_request_ack(&mut self, now: Nanos, peer: SocketAddr, a: &AckEntry) -> bool {
+        if a.client_id == 0 || a.server_port != self.local.port() {
+            return false;
+        }
+        let id = RpcId {
+            peer,
+            id: a.client_id | 1,
+        };
+        let leave = self.ack_refresh_suffices();
+        self.handle_ack_refresh(now, id, !leave) && leave
+    }
+
+    /// Files `peer` as idle or busy if it changed since it was last filed
+    /// (the refresh [`Endpoint::handle_request_ack`] left).
+    fn refresh_owed(&mut self, now: Nanos, peer: SocketAddr) {
+        if self.peers.get(&peer).is_some_and(|p| p.needs_refresh()) {
+            self.refresh_peer(now, peer);
+        }
+    }
+
+    /// Whether a request's DATA goes on to reassembly (server side):
+    /// `Some(true)` if it started a new request, `Some(false)` for one
+    /// under way, `None` if dropped (a stale duplicate of an acked RPC, a
+    /// duplicate of a complete request, a refused new one). `owed`: see
+    /// [`Endpoint::handle_request_ack`].
+    fn admit_request_data(
+        &mut self,
+        now: Nanos,
+        id: RpcId,
+        h: &DataHeader,
+        first: usize,
+        owed: &mut bool,
+    ) -> Option<bool> {
+        if self.acked.contains(&id) {
+            self.metrics.stale_duplicates += 1;
+            return None;
+        }
+        match self.rpcs.get(&id) {
+            None => self.accept_request(now, id, h, first, owed).then_some(true),
+            Some(rpc) if !matches!(rpc.phase, Phase::Receiving { .. }) => {
+                // The request is already complete: a duplicate.
+                self.metrics.duplicate_data_bytes += first as u64;
+                None
+            }
+            Some(_) => Some(false),
+        }
+    }
+
     /// Asks at once for missing ranges that later packets have overtaken
     /// (see `Config::fast_resend_packets`).
     fn fast_resend(&mut self, id: RpcId) {
@@ -274,7 +333,16 @@ impl Endpoint {
     /// limits, evicting the partly received request that has made no
     /// progress for longest (at least a tick) when the table or the receive
     /// memory is full. Returns false, with nothing created, if refused.
-    fn accept_request(&mut self, now: Nanos, id: RpcId, h: &DataHeader, first: usize) -> bool {
+    /// `owed`: see [`Endpoint::handle_request_ack`] (settled before an
+    /// eviction).
+    fn accept_request(
+        &mut self,
+        now: Nanos,
+        id: RpcId,
+        h: &DataHeader,
+        first: usize,
+        owed: &mut bool,
+    ) -> bool {
         if h.message_length > self.config.max_message_size {
             // Refuse it for good: remembered like an acked RPC, it draws no
             // RPC_UNKNOWN, so the client does not restart it over and over.
@@ -300,6 +368,9 @@ impl Endpoint {
             }
             match self.stalest_embryo() {
                 Some((t, victim)) if t + self.config.tick_ns <= now => {
+                    if std::mem::take(owed) {
+                        self.refresh_owed(now, id.peer);
+                    }
                     trace!(%victim, "partly received request evicted");
                     self.discard_rpc(now, victim);
                     self.metrics.rpcs_evicted += 1;
@@ -716,18 +787,28 @@ impl Endpoint {
     }
 
     fn handle_ack(&mut self, now: Nanos, id: RpcId) {
+        self.handle_ack_refresh(now, id, true);
+    }
+
+    /// [`Endpoint::handle_ack`]; without `refresh`, the peer is not filed
+    /// as idle or busy again (see `Endpoint::end_rpc`). Returns true if it
+    /// ended the RPC.
+    fn handle_ack_refresh(&mut self, now: Nanos, id: RpcId, refresh: bool) -> bool {
         let Some(rpc) = self.rpcs.get(&id) else {
-            return;
+            return false;
         };
         if !matches!(rpc.phase, Phase::Responding { .. }) {
-            return;
+            return false;
         }
         if let Some(p) = self.peers.get_mut(&id.peer) {
+            // (Proven before it may go idle: an unproven idle peer is
+            // forgotten, not filed.)
             p.proven = true;
         }
-        self.discard_rpc(now, id);
+        self.end_rpc(now, id, refresh);
         self.remember_done(now, id);
         self.metrics.acks_received += 1;
+        true
     }
 
     /// An ICMP destination-unreachable came back for a packet we sent to

@@ -109,24 +109,28 @@ impl Clients {
     /// RPC `id` ended with `outcome`: it goes to the first async task
     /// still listening, else to the thread waiting by id through its
     /// handoff, else into the table until collected.
-    pub(super) fn finish(&mut self, id: RpcId, outcome: Outcome) -> Finished {
+    pub(super) fn finish(&mut self, id: RpcId, mut outcome: Outcome) -> Finished {
         let Entry::Occupied(mut e) = self.rpcs.entry(id) else {
             return Finished::Dropped; // aborted meanwhile
         };
         let ClientRpc::Outstanding(w) = e.get_mut() else {
             return Finished::Dropped;
         };
-        let mut r = Some(outcome);
-        for tx in w.tasks.drain(..) {
-            match tx.send(r.take().expect("present until sent")) {
-                Ok(()) => break,
-                Err(back) => r = Some(back), // that waiter has gone
+        // (No task waits, usually: then not even an empty drain.)
+        if !w.tasks.is_empty() {
+            let mut r = Some(outcome);
+            for tx in w.tasks.drain(..) {
+                match tx.send(r.take().expect("present until sent")) {
+                    Ok(()) => break,
+                    Err(back) => r = Some(back), // that waiter has gone
+                }
             }
+            let Some(back) = r else {
+                e.remove();
+                return Finished::Task;
+            };
+            outcome = back;
         }
-        let Some(outcome) = r else {
-            e.remove();
-            return Finished::Task;
-        };
         if let Some(h) = w.handoff.take() {
             // Straight to the thread waiting for it by id: woken, it takes
             // it without the endpoint's lock.

@@ -1156,6 +1156,49 @@ fn one_finished_rpc(config: &Config) -> Net {
     net
 }
 
+/// The ack a request carries ends the peer's last RPC, and the request
+/// makes the peer busy again: the peer is never filed idle in between
+/// (the server leaves out that refresh when it changes nothing), and is
+/// filed idle at once when the request is refused after the ack.
+#[test]
+fn a_request_carrying_the_ack_of_the_peers_last_rpc_keeps_it_busy() {
+    for refuse in [false, true] {
+        let mut net = one_finished_rpc(&Config::default());
+        net.events(0);
+        // The first ack goes alone: the client is idle at the server, and
+        // the server's idle sweep is filed.
+        net.tick();
+        net.tick();
+        net.pump();
+        assert_eq!(net.eps[1].metrics().acks_received, 1);
+        assert_eq!(net.eps[1].peers.idle_len(), 1);
+        // A second RPC, whose ack rides on a third request.
+        net.eps[0].send_request(0, addr(1), payload(10, 1)).unwrap();
+        net.pump();
+        net.serve(1, |_| Bytes::new());
+        net.pump();
+        assert_eq!(net.events(0).len(), 1);
+        assert_eq!(net.eps[1].peers.idle_len(), 0);
+        net.now += 1_000;
+        if refuse {
+            net.eps[1].config.max_server_rpcs_per_peer = 0;
+        }
+        net.eps[0].send_request(0, addr(1), payload(10, 2)).unwrap();
+        net.pump();
+        let m = net.eps[1].metrics();
+        assert_eq!(m.acks_received, 2);
+        if refuse {
+            assert_eq!(m.refused_peer_rpc_limit, 1);
+            assert_eq!(net.eps[1].peers.idle_len(), 1);
+            assert_eq!(net.eps[1].peers.oldest_idle(), Some(net.now));
+        } else {
+            assert_eq!(m.active_rpcs, 1);
+            assert_eq!(net.eps[1].peers.idle_len(), 0);
+            assert_eq!(net.eps[1].peers.oldest_idle(), None);
+        }
+    }
+}
+
 #[test]
 fn lost_ack_is_recovered_with_need_ack() {
     let config = Config::default();
