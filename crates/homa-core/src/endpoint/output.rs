@@ -58,6 +58,16 @@ impl Endpoint {
     /// Homa: fewest bytes left, with a small share for the oldest).
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
         debug_assert!(self.sweep_filed_if_idle());
+        // (Checked in debug builds only.)
+        let may = cfg!(debug_assertions) && self.may_transmit();
+        let t = self.poll_transmit_inner(now);
+        debug_assert!(may || t.is_none(), "may_transmit said no packet");
+        t
+    }
+
+    /// [`Self::poll_transmit`]'s work.
+    #[inline]
+    fn poll_transmit_inner(&mut self, now: Nanos) -> Option<Transmit> {
         self.decide_grants(now);
         let t = match self.sender.pop_control() {
             Some(t) => t,
@@ -72,6 +82,18 @@ impl Endpoint {
         };
         self.metrics.sent.count(t.packet_type, t.len());
         Some(t)
+    }
+
+    /// Whether [`Self::poll_transmit`] may find a packet now. When false,
+    /// it would find none and change nothing (no control packet is queued,
+    /// no grant decision is due, no message is filed with the sender
+    /// policy), so a driver may skip the call; when true it may still find
+    /// none (e.g. a policy that waits for credit). The runtime asks before
+    /// every poll: the poll that ends each batch is then a check of three
+    /// fields instead of a call.
+    #[inline]
+    pub fn may_transmit(&self) -> bool {
+        self.grants_due || !self.sender.control_is_empty() || self.sender.has_filed()
     }
 
     /// Like [`Self::poll_transmit`], but only a packet of fewer than
@@ -168,5 +190,48 @@ impl Endpoint {
             header,
             payload,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Event};
+
+    #[test]
+    fn may_transmit_is_false_only_when_a_poll_would_find_nothing() {
+        let (a, b) = (
+            "127.0.0.1:4000".parse().unwrap(),
+            "127.0.0.2:4000".parse().unwrap(),
+        );
+        let mut client = Endpoint::new(Config::default(), a, 1).unwrap();
+        let mut server = Endpoint::new(Config::default(), b, 2).unwrap();
+        assert!(!client.may_transmit());
+        assert_eq!(client.poll_transmit(0), None);
+        // A request: its one packet is due.
+        let id = client
+            .send_request(0, b, Bytes::from_static(b"hello"))
+            .unwrap();
+        assert!(client.may_transmit());
+        let t = client.poll_transmit(0).expect("the request");
+        assert_eq!(t.packet_type, PacketType::Data);
+        assert!(!client.may_transmit());
+        assert_eq!(client.poll_transmit(0), None);
+        // The server: a grant decision is due once the request came, then
+        // the reply's packet.
+        server.handle_packet(0, a.ip(), &t.to_bytes());
+        assert_eq!(server.may_transmit(), server.poll_transmit(0).is_some());
+        assert!(!server.may_transmit());
+        let Some(Event::Request { rpc, .. }) = server.poll_event() else {
+            panic!("no request");
+        };
+        server.reply(0, rpc, Bytes::from_static(b"hi")).unwrap();
+        assert!(server.may_transmit());
+        assert!(server.poll_transmit(0).is_some());
+        assert!(!server.may_transmit());
+        // A control packet queued makes it true again.
+        client.abort(0, id).unwrap();
+        client.close(0);
+        assert_eq!(client.may_transmit(), client.poll_transmit(0).is_some());
     }
 }

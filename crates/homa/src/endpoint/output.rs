@@ -15,6 +15,9 @@ impl Inner {
         loop {
             let t = match st.held.take() {
                 Some(t) => t,
+                // (A poll that would find nothing is skipped: the one that
+                // ends every batch.)
+                None if !st.core.may_transmit() => break,
                 None => match st.core.poll_transmit(now) {
                     Some(t) => t,
                     None => break,
