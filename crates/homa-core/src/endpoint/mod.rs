@@ -302,10 +302,12 @@ impl Endpoint {
         // We chose to talk to it: not state an attacker made us create.
         peer.proven = true;
         peer.rpcs += 1;
+        // (`unscheduled_priority` from the peer at hand: a refresh does not
+        // change its cutoffs.)
+        let prio = unscheduled_level(&self.config, &peer.cutoffs, len);
         if peer.needs_refresh() {
             self.refresh_peer(now, dest);
         }
-        let prio = self.unscheduled_priority(dest, len);
         let incast = incast::request_needs_flag(&self.config, self.client_rpcs);
         let unsched = self.unscheduled_for(dest, len, false);
         let seq = self.next_seq();
@@ -703,11 +705,13 @@ impl Endpoint {
     /// The priority of the unscheduled bytes of a `len`-byte message to
     /// `peer`: Homa takes it from the receiver's cutoffs; SIRD sends them
     /// at its high level.
+    #[inline]
     fn unscheduled_priority(&self, peer: SocketAddr, len: u32) -> u8 {
         match self.config.design {
-            Design::Homa => self.peers.get(&peer).map_or(0, |p| {
-                unsched_priority(&p.cutoffs, len, self.config.num_priorities)
-            }),
+            Design::Homa => self
+                .peers
+                .get(&peer)
+                .map_or(0, |p| unscheduled_level(&self.config, &p.cutoffs, len)),
             Design::Sird => self.config.top_priority(),
         }
     }
@@ -756,6 +760,16 @@ impl Endpoint {
                 self.receiver.policy_timer = Some(self.timers.set(Timer::Policy, None, at));
             }
         }
+    }
+}
+
+/// [`Endpoint::unscheduled_priority`] for a peer whose cutoffs are
+/// `cutoffs`.
+#[inline]
+fn unscheduled_level(config: &Config, cutoffs: &[u32; homa_wire::MAX_PRIORITIES], len: u32) -> u8 {
+    match config.design {
+        Design::Homa => unsched_priority(cutoffs, len, config.num_priorities),
+        Design::Sird => config.top_priority(),
     }
 }
 
