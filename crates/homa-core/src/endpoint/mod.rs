@@ -302,34 +302,42 @@ impl Endpoint {
         // We chose to talk to it: not state an attacker made us create.
         peer.proven = true;
         peer.rpcs += 1;
+        // (`unscheduled_priority` from the peer at hand: a refresh does not
+        // change its cutoffs.)
+        let prio = unscheduled_level(&self.config, &peer.cutoffs, len);
         if peer.needs_refresh() {
             self.refresh_peer(now, dest);
         }
-        let prio = self.unscheduled_priority(dest, len);
-        // Ids are random (even, never 0): a server or an off-path host
-        // cannot guess the next one and forge its response.
-        let id = loop {
-            let id = RpcId {
-                peer: dest,
-                id: self.rng.gen::<u64>() & !1,
-            };
-            if id.id != 0 && !self.rpcs.contains_key(&id) {
-                break id;
-            }
-        };
         let incast = incast::request_needs_flag(&self.config, self.client_rpcs);
         let unsched = self.unscheduled_for(dest, len, false);
         let seq = self.next_seq();
-        let request = OutMessage::new(message, unsched, prio, seq, self.retransmit_budget(len));
-        let mut rpc = Rpc::new(
-            Phase::Client {
-                request,
-                response: None,
+        let budget = self.retransmit_budget(len);
+        self.make_room_for_rpc();
+        // Ids are random (even, never 0, not live): a server or an off-path
+        // host cannot guess the next one and forge its response. (Drawn in
+        // the table's probe: nothing above uses the generator or the table.)
+        let rng = &mut self.rng;
+        let (id, replaced) = self.rpcs.insert_fresh(
+            || RpcId {
+                peer: dest,
+                id: rng.gen::<u64>() & !1,
             },
-            now,
+            || {
+                let request = OutMessage::new(message, unsched, prio, seq, budget);
+                let mut rpc = Rpc::new(
+                    Phase::Client {
+                        request,
+                        response: None,
+                    },
+                    now,
+                );
+                rpc.incast = incast;
+                rpc
+            },
         );
-        rpc.incast = incast;
-        self.insert_rpc(id, rpc);
+        if let Some(timer) = replaced {
+            self.timers.cancel_rpc(id, timer);
+        }
         self.client_rpcs += 1;
         self.sender.buffered += len as u64;
         self.metrics.requests_started += 1;
@@ -542,14 +550,21 @@ impl Endpoint {
     /// was not yet freed is freed first (its timer cancelled), and when the
     /// table's slots would otherwise exceed `max_rpcs` every ended RPC is.
     fn insert_rpc(&mut self, id: RpcId, rpc: Rpc) {
-        let dead = self.rpcs.dead_len();
-        if dead > 0 && self.rpcs.len() + dead >= self.config.max_rpcs as usize {
-            self.reap(usize::MAX);
-        }
+        self.make_room_for_rpc();
         // (Callers insert ids that are not live: what this replaces is a
         // dead RPC.)
         if let Some(timer) = self.rpcs.insert(id, rpc) {
             self.timers.cancel_rpc(id, timer);
+        }
+    }
+
+    /// Before a new RPC goes into the table: every ended RPC is freed when
+    /// the table's slots would otherwise exceed `max_rpcs`.
+    #[inline]
+    fn make_room_for_rpc(&mut self) {
+        let dead = self.rpcs.dead_len();
+        if dead > 0 && self.rpcs.len() + dead >= self.config.max_rpcs as usize {
+            self.reap(usize::MAX);
         }
     }
 
@@ -690,11 +705,13 @@ impl Endpoint {
     /// The priority of the unscheduled bytes of a `len`-byte message to
     /// `peer`: Homa takes it from the receiver's cutoffs; SIRD sends them
     /// at its high level.
+    #[inline]
     fn unscheduled_priority(&self, peer: SocketAddr, len: u32) -> u8 {
         match self.config.design {
-            Design::Homa => self.peers.get(&peer).map_or(0, |p| {
-                unsched_priority(&p.cutoffs, len, self.config.num_priorities)
-            }),
+            Design::Homa => self
+                .peers
+                .get(&peer)
+                .map_or(0, |p| unscheduled_level(&self.config, &p.cutoffs, len)),
             Design::Sird => self.config.top_priority(),
         }
     }
@@ -743,6 +760,16 @@ impl Endpoint {
                 self.receiver.policy_timer = Some(self.timers.set(Timer::Policy, None, at));
             }
         }
+    }
+}
+
+/// [`Endpoint::unscheduled_priority`] for a peer whose cutoffs are
+/// `cutoffs`.
+#[inline]
+fn unscheduled_level(config: &Config, cutoffs: &[u32; homa_wire::MAX_PRIORITIES], len: u32) -> u8 {
+    match config.design {
+        Design::Homa => unsched_priority(cutoffs, len, config.num_priorities),
+        Design::Sird => config.top_priority(),
     }
 }
 

@@ -58,20 +58,41 @@ impl Endpoint {
     /// Homa: fewest bytes left, with a small share for the oldest).
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
         debug_assert!(self.sweep_filed_if_idle());
+        // (Checked in debug builds only.)
+        let may = cfg!(debug_assertions) && self.may_transmit();
+        let t = self.poll_transmit_inner(now);
+        debug_assert!(may || t.is_none(), "may_transmit said no packet");
+        t
+    }
+
+    /// [`Self::poll_transmit`]'s work.
+    #[inline]
+    fn poll_transmit_inner(&mut self, now: Nanos) -> Option<Transmit> {
         self.decide_grants(now);
-        let t = match self.sender.pop_control() {
-            Some(t) => t,
-            None => {
-                // (No message to choose from: no call through the policy.)
-                if !self.sender.has_filed() {
-                    return None;
-                }
-                let id = self.sender.policy.next(now)?;
-                self.data_packet_of(now, id)?
-            }
-        };
-        self.metrics.sent.count(t.packet_type, t.len());
-        Some(t)
+        if let Some(t) = self.sender.pop_control() {
+            self.metrics.sent.count(t.packet_type, t.len());
+            return Some(t);
+        }
+        // (No message to choose from: no call through the policy.)
+        if !self.sender.has_filed() {
+            return None;
+        }
+        let id = self.sender.policy.next(now)?;
+        // (Returned as it comes, counted already: a `Transmit` is large,
+        // and looking at it here copied it once more.)
+        self.data_packet_of(now, id)
+    }
+
+    /// Whether [`Self::poll_transmit`] may find a packet now. When false,
+    /// it would find none and change nothing (no control packet is queued,
+    /// no grant decision is due, no message is filed with the sender
+    /// policy), so a driver may skip the call; when true it may still find
+    /// none (e.g. a policy that waits for credit). The runtime asks before
+    /// every poll: the poll that ends each batch is then a check of three
+    /// fields instead of a call.
+    #[inline]
+    pub fn may_transmit(&self) -> bool {
+        self.grants_due || !self.sender.control_is_empty() || self.sender.has_filed()
     }
 
     /// Like [`Self::poll_transmit`], but only a packet of fewer than
@@ -97,12 +118,11 @@ impl Endpoint {
         if DATA_HEADER_LEN + (chunk as usize) >= max_len {
             return None;
         }
-        let t = self.data_packet_of(now, id)?;
-        self.metrics.sent.count(t.packet_type, t.len());
-        Some(t)
+        self.data_packet_of(now, id)
     }
 
-    /// The next packet of sendable RPC `id`'s outgoing message.
+    /// The next packet of sendable RPC `id`'s outgoing message, counted
+    /// in the metrics as sent.
     fn data_packet_of(&mut self, now: Nanos, id: RpcId) -> Option<Transmit> {
         let max_payload = self.config.max_payload();
         let top = self.config.top_priority();
@@ -153,6 +173,9 @@ impl Endpoint {
             sender_id: id.id,
         };
         let header = HeaderBuf::data(&common, &header);
+        self.metrics
+            .sent
+            .count(PacketType::Data, DATA_HEADER_LEN + chunk.len as usize);
         self.metrics.data_bytes_sent += chunk.len as u64;
         if chunk.retransmit {
             self.metrics.data_bytes_retransmitted += chunk.len as u64;
@@ -168,5 +191,77 @@ impl Endpoint {
             header,
             payload,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Event};
+
+    #[test]
+    fn may_transmit_is_false_only_when_a_poll_would_find_nothing() {
+        let (a, b) = (
+            "127.0.0.1:4000".parse().unwrap(),
+            "127.0.0.2:4000".parse().unwrap(),
+        );
+        let mut client = Endpoint::new(Config::default(), a, 1).unwrap();
+        let mut server = Endpoint::new(Config::default(), b, 2).unwrap();
+        assert!(!client.may_transmit());
+        assert_eq!(client.poll_transmit(0), None);
+        // A request: its one packet is due.
+        let id = client
+            .send_request(0, b, Bytes::from_static(b"hello"))
+            .unwrap();
+        assert!(client.may_transmit());
+        let t = client.poll_transmit(0).expect("the request");
+        assert_eq!(t.packet_type, PacketType::Data);
+        assert!(!client.may_transmit());
+        assert_eq!(client.poll_transmit(0), None);
+        // The server: a grant decision is due once the request came, then
+        // the reply's packet.
+        server.handle_packet(0, a.ip(), &t.to_bytes());
+        assert_eq!(server.may_transmit(), server.poll_transmit(0).is_some());
+        assert!(!server.may_transmit());
+        let Some(Event::Request { rpc, .. }) = server.poll_event() else {
+            panic!("no request");
+        };
+        server.reply(0, rpc, Bytes::from_static(b"hi")).unwrap();
+        assert!(server.may_transmit());
+        assert!(server.poll_transmit(0).is_some());
+        assert!(!server.may_transmit());
+        // A control packet queued makes it true again.
+        client.abort(0, id).unwrap();
+        client.close(0);
+        assert_eq!(client.may_transmit(), client.poll_transmit(0).is_some());
+    }
+
+    #[test]
+    fn every_packet_polled_is_counted_as_sent_once() {
+        let (a, b) = (
+            "127.0.0.1:4000".parse().unwrap(),
+            "127.0.0.2:4000".parse().unwrap(),
+        );
+        let mut client = Endpoint::new(Config::default(), a, 1).unwrap();
+        client
+            .send_request(0, b, Bytes::from(vec![7; 5000]))
+            .unwrap();
+        client
+            .send_request(0, b, Bytes::from(vec![8; 100]))
+            .unwrap();
+        let mut polled = Vec::new();
+        // One through the small-packet bypass, the rest as usual.
+        polled.extend(client.poll_transmit_small(0, 1000));
+        while let Some(t) = client.poll_transmit(0) {
+            polled.push(t);
+        }
+        assert!(polled.len() >= 3);
+        let m = client.metrics();
+        for ty in [PacketType::Data, PacketType::Grant, PacketType::Ack] {
+            let of = polled.iter().filter(|t| t.packet_type == ty);
+            assert_eq!(m.sent.packets_of(ty), of.clone().count() as u64, "{ty}");
+            assert_eq!(m.sent.bytes_of(ty), of.map(|t| t.len() as u64).sum::<u64>());
+        }
+        assert_eq!(m.sent.total_packets(), polled.len() as u64);
     }
 }

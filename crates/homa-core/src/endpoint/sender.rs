@@ -148,6 +148,7 @@ impl Sender {
         self.control.front()
     }
 
+    #[inline]
     pub fn control_is_empty(&self) -> bool {
         self.control.is_empty()
     }

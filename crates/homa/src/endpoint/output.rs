@@ -15,6 +15,9 @@ impl Inner {
         loop {
             let t = match st.held.take() {
                 Some(t) => t,
+                // (A poll that would find nothing is skipped: the one that
+                // ends every batch.)
+                None if !st.core.may_transmit() => break,
                 None => match st.core.poll_transmit(now) {
                     Some(t) => t,
                     None => break,
@@ -29,7 +32,11 @@ impl Inner {
                 }
                 p.on_send(now, ip_bytes);
             }
-            self.push_through_faults(st, out, t, now);
+            if st.faults.is_none() {
+                out.push(t);
+            } else {
+                self.push_through_faults(st, out, t, now);
+            }
         }
         // Packets small enough to bypass the pacer (grants, acks, one-packet
         // messages) must not wait behind the full-size packet it holds.

@@ -293,10 +293,19 @@ impl HomaSocket {
     /// Sends a batch. Runs of packets to the same place at the same priority
     /// and of equal size (the last may be shorter) go as one GSO send.
     /// Returns the packets the kernel did not take (dropped: Homa recovers).
+    // (The one-packet case inline, the batch out of line: the batch's
+    // frame made every one-packet send pay for saving its registers.)
+    #[inline]
     pub(crate) fn send(&self, batch: &[Transmit]) -> usize {
         if let [one] = batch {
             return self.send_one(one);
         }
+        self.send_batch(batch)
+    }
+
+    /// [`HomaSocket::send`] of several packets (or none).
+    #[inline(never)]
+    fn send_batch(&self, batch: &[Transmit]) -> usize {
         // Group into messages.
         let mut groups: Vec<(usize, usize, usize)> = Vec::new(); // (first, count, segment)
         let mut i = 0;
@@ -392,13 +401,17 @@ impl HomaSocket {
     /// Sends one packet with `sendmsg`, everything on the stack: the common
     /// case of a short RPC, where allocations would show in the latency.
     fn send_one(&self, t: &Transmit) -> usize {
-        let name = self.dest_name(t.dst);
+        let name = RawName::new(match self.kind {
+            Kind::Raw4 => SocketAddr::new(t.dst.ip(), 0),
+            _ => t.dst,
+        });
         let mut iov = iovecs(t);
         let mut cmsg: CmsgBuf = [0u64; 8];
         // SAFETY: all-zero is a valid msghdr.
         let mut m: libc::msghdr = unsafe { zeroed() };
-        m.msg_name = name.as_ptr() as *mut libc::c_void;
-        m.msg_namelen = name.len();
+        let (name_ptr, name_len) = name.as_ptr_len();
+        m.msg_name = name_ptr as *mut libc::c_void;
+        m.msg_namelen = name_len;
         m.msg_iov = iov.as_mut_ptr();
         m.msg_iovlen = 2;
         let used = cmsg::fill_send(&mut m, &mut cmsg, self.v6(), self.tos(t.priority), None);
@@ -429,6 +442,52 @@ impl HomaSocket {
     /// True for an IPv6 socket (traffic class instead of TOS).
     fn v6(&self) -> bool {
         self.kind == Kind::Udp6
+    }
+}
+
+/// A destination as the kernel takes it, on the stack: the bytes
+/// `SockAddr::from` writes, without its 128-byte `sockaddr_storage`
+/// (zeroed, then filled, on every one-packet send).
+enum RawName {
+    V4(libc::sockaddr_in),
+    V6(libc::sockaddr_in6),
+}
+
+impl RawName {
+    fn new(addr: SocketAddr) -> RawName {
+        match addr {
+            SocketAddr::V4(a) => RawName::V4(libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            }),
+            SocketAddr::V6(a) => RawName::V6(libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            }),
+        }
+    }
+
+    /// The address and length for a `msghdr`'s `msg_name`.
+    fn as_ptr_len(&self) -> (*const libc::c_void, libc::socklen_t) {
+        match self {
+            RawName::V4(a) => (
+                a as *const libc::sockaddr_in as *const libc::c_void,
+                size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            ),
+            RawName::V6(a) => (
+                a as *const libc::sockaddr_in6 as *const libc::c_void,
+                size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+            ),
+        }
     }
 }
 
@@ -486,4 +545,36 @@ fn iovecs(t: &Transmit) -> [libc::iovec; 2] {
             iov_len: t.payload.len(),
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_names_are_the_bytes_sockaddr_writes() {
+        for a in [
+            "127.0.0.1:4000",
+            "10.1.2.3:0",
+            "[::1]:9",
+            "[fe80::1%3]:65535",
+        ] {
+            let mut addr: SocketAddr = a.parse().unwrap();
+            if let SocketAddr::V6(v6) = &mut addr {
+                v6.set_flowinfo(0x12345);
+            }
+            let want = SockAddr::from(addr);
+            let (ptr, len) = RawName::new(addr).as_ptr_len();
+            assert_eq!(len, want.len(), "{a}");
+            // SAFETY: both point at `len` initialised bytes that live for
+            // the comparison.
+            let (got, want) = unsafe {
+                (
+                    std::slice::from_raw_parts(ptr as *const u8, len as usize),
+                    std::slice::from_raw_parts(want.as_ptr() as *const u8, len as usize),
+                )
+            };
+            assert_eq!(got, want, "{a}");
+        }
+    }
 }
