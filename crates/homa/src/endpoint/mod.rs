@@ -579,15 +579,16 @@ impl Inner {
         self.state.lock()
     }
 
-    /// Starts an RPC: returns its id, the lock (still held) and whether the
-    /// caller is to send `out`, the output taken, once it releases it
-    /// ([`Inner::send_queued`]).
+    /// Starts an RPC: returns its id, the lock (still held) and what
+    /// [`Inner::queue_out`] said of `out`, the output taken (whether the
+    /// caller is to send it once it releases the lock, with
+    /// [`Inner::send_queued`]).
     fn start_request(
         &self,
         dest: SocketAddr,
         request: Bytes,
         out: &mut Output,
-    ) -> Result<(RpcId, MutexGuard<'_, State>, bool), Error> {
+    ) -> Result<(RpcId, MutexGuard<'_, State>, Option<sendq::KeyMask>), Error> {
         self.check_open()?;
         if dest.is_ipv4() != self.local.is_ipv4() {
             return Err(Error::BadAddress(format!(

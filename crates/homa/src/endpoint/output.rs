@@ -91,31 +91,31 @@ impl Inner {
     }
 
     /// Queues packets taken from the core (call with the state lock held,
-    /// so that the line's order is the core's). Returns true when the
-    /// caller is to send them with [`Inner::send_queued`] after releasing
-    /// the lock, from where they are (no copy); false when there was
-    /// nothing to send, or when they share an RPC with packets another
-    /// thread is sending or that wait (they then moved into the line, and
-    /// a sending thread will send them in turn). See `sendq.rs`.
-    pub(super) fn queue_out(&self, out: &mut Output) -> bool {
+    /// so that the line's order is the core's). Returns the batch's
+    /// [`sendq::KeyMask`] when the caller is to send it with
+    /// [`Inner::send_queued`] after releasing the lock, from where it is
+    /// (no copy); `None` when there was nothing to send, or when it shares
+    /// an RPC with packets another thread is sending or that wait (it then
+    /// moved into the line, and a sending thread will send it in turn).
+    /// See `sendq.rs`.
+    pub(super) fn queue_out(&self, out: &mut Output) -> Option<sendq::KeyMask> {
         if out.is_empty() {
-            return false;
+            return None;
         }
         let mask = sendq::key_mask(out);
         let mut q = self.send_queue.lock().unwrap_or_else(|p| p.into_inner());
-        q.enqueue(mask, out)
+        q.enqueue(mask, out).then_some(mask)
     }
 
     /// Sends `out`, then whatever waiting packets its end lets go (see
     /// `sendq.rs`), until none is left for this thread; `send` is what
-    /// [`Inner::queue_out`] returned (when false, `out` is empty or was
+    /// [`Inner::queue_out`] returned (when `None`, `out` is empty or was
     /// moved into the line).
-    pub(super) fn send_queued(&self, send: bool, out: &Output) {
-        if !send {
+    pub(super) fn send_queued(&self, send: Option<sendq::KeyMask>, out: &Output) {
+        let Some(mut mask) = send else {
             return;
-        }
+        };
         self.send_out(out);
-        let mut mask = sendq::key_mask(out);
         loop {
             let next = {
                 let mut q = self.send_queue.lock().unwrap_or_else(|p| p.into_inner());
