@@ -23,6 +23,28 @@ impl RpcId {
     }
 }
 
+/// Bits of a new client RPC's id the caller fixes
+/// ([`crate::Endpoint::send_request_tagged`]); the rest stay random. Bit 0
+/// (a client id is even) and an id of 0 are never the caller's to choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IdTag {
+    /// Which bits are fixed (bit 0 is ignored).
+    pub mask: u64,
+    /// Their values (only the bits in `mask` count).
+    pub bits: u64,
+}
+
+impl IdTag {
+    /// No bit fixed: a random even id.
+    pub const NONE: IdTag = IdTag { mask: 0, bits: 0 };
+
+    /// The id drawn as `random` with the tag's bits in place (even).
+    pub fn apply(self, random: u64) -> u64 {
+        let mask = self.mask & !1;
+        ((random & !mask) | (self.bits & mask)) & !1
+    }
+}
+
 impl std::hash::Hash for RpcId {
     // By hand: the derived hash spends most of its time on the address's
     // five pieces (see `keyed::hash_addr`).
@@ -111,4 +133,25 @@ pub enum Error {
     /// The destination cannot be used (port 0 or an unspecified address).
     #[error("invalid destination {0}: {1}")]
     BadAddress(SocketAddr, &'static str),
+}
+
+#[cfg(test)]
+mod id_tag_tests {
+    use super::IdTag;
+
+    #[test]
+    fn tags_fix_their_bits_and_leave_ids_even() {
+        let t = IdTag {
+            mask: 0b1110,
+            bits: 0b1011,
+        };
+        // Bits 1..3 from the tag (bit 0 never), the rest from the draw.
+        assert_eq!(t.apply(0xffff_0000), 0xffff_000a);
+        assert_eq!(t.apply(0xffff_ffff), 0xffff_fffa);
+        assert_eq!(IdTag::NONE.apply(0x1235), 0x1234);
+        for r in [0u64, 1, u64::MAX, 0x8000_0000_0000_0001] {
+            assert_eq!(t.apply(r) & 1, 0);
+            assert_eq!(t.apply(r) & 0b1110, 0b1010);
+        }
+    }
 }

@@ -70,7 +70,7 @@ pub mod timers;
 
 pub use config::{ByteDanceConfig, Config, ConfigError, Design, Link, SirdConfig};
 pub use endpoint::{Endpoint, PacketMeta, RpcSnapshot, Transmit};
-pub use event::{Error, Event, RpcError, RpcId};
+pub use event::{Error, Event, IdTag, RpcError, RpcId};
 /// The inline header a [`Transmit`] carries (from `homa-wire`).
 pub use homa_wire::HeaderBuf;
 pub use message::Message;

@@ -86,7 +86,9 @@ const OFF_SPORT: usize = 0;
 const OFF_DPORT: usize = 2;
 const OFF_SEQUENCE: usize = 4;
 const OFF_TYPE: usize = 11;
-const OFF_SENDER_ID: usize = 20;
+/// Offset of the common header's `sender_id` (8 bytes, big-endian): where a
+/// receiver's packet filter finds the RPC id (e.g. to steer by it).
+pub const OFF_SENDER_ID: usize = 20;
 const OFF_BODY: usize = COMMON_HEADER_LEN;
 // DATA body offsets.
 const OFF_MSG_LEN: usize = 28;

@@ -201,6 +201,12 @@ pub struct Config {
     /// Test aid: drop, duplicate and reorder packets in either direction
     /// (see [`FaultInjection`]).
     pub fault_injection: Option<FaultInjection>,
+    /// Sockets on the endpoint's address (UDP; 0 or 1: just one), steered
+    /// by RPC id: a thread in [`crate::Endpoint::call`] takes one of its
+    /// own while one is free and sleeps on it, woken by the kernel when its
+    /// RPC's packets come instead of by the thread reading the endpoint's
+    /// socket. A power of two, at most 64. Raw IP ignores it.
+    pub lanes: usize,
 }
 
 impl Default for Config {
@@ -228,6 +234,7 @@ impl Default for Config {
             receive_offload: true,
             socket_buffer_bytes: 16 << 20,
             fault_injection: None,
+            lanes: 0,
         }
     }
 }
@@ -251,6 +258,19 @@ pub const LOOPBACK_LINK: homa_core::Link = homa_core::Link {
 };
 
 impl Config {
+    /// Refuses settings the runtime cannot use (the core's are checked
+    /// when its endpoint is made).
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        let l = self.lanes;
+        if l > crate::socket::MAX_LANES || (l > 1 && !l.is_power_of_two()) {
+            return Err(Error::Config(format!(
+                "lanes must be 0, 1 or a power of two up to {}, got {l}",
+                crate::socket::MAX_LANES
+            )));
+        }
+        Ok(())
+    }
+
     /// Settings for traffic on the loopback interface: its 64 KiB MTU, a
     /// link fast enough that the pacer never holds back what the kernel
     /// can copy, and RTTbytes to match ([`LOOPBACK_LINK`]).

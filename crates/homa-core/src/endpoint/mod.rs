@@ -60,7 +60,7 @@ pub use ingress::PacketMeta;
 pub use output::Transmit;
 
 use crate::ack::AckMemory;
-use crate::event::{Error, Event, RpcError, RpcId};
+use crate::event::{Error, Event, IdTag, RpcError, RpcId};
 use crate::metrics::Metrics;
 use crate::outgoing::OutMessage;
 use crate::peer::PeerTable;
@@ -290,6 +290,20 @@ impl Endpoint {
         dest: SocketAddr,
         message: Bytes,
     ) -> Result<RpcId, Error> {
+        self.send_request_tagged(now, dest, message, IdTag::NONE)
+    }
+
+    /// [`Endpoint::send_request`] with some bits of the new RPC's id chosen
+    /// by the caller (`tag`; the others stay random): a driver that steers
+    /// received packets by id, e.g. to one socket per waiting thread,
+    /// picks where the RPC's packets will arrive.
+    pub fn send_request_tagged(
+        &mut self,
+        now: Nanos,
+        dest: SocketAddr,
+        message: Bytes,
+        tag: IdTag,
+    ) -> Result<RpcId, Error> {
         self.check_length(message.len())?;
         self.check_new_rpc(dest)?;
         let len = message.len() as u32;
@@ -320,7 +334,7 @@ impl Endpoint {
         let (id, replaced) = self.rpcs.insert_fresh(
             || RpcId {
                 peer: dest,
-                id: rng.gen::<u64>() & !1,
+                id: tag.apply(rng.gen::<u64>()),
             },
             || {
                 let request = OutMessage::new(message, unsched, prio, seq, budget);

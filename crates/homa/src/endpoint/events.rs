@@ -49,7 +49,11 @@ impl Inner {
     pub(super) fn finish(st: &mut State, rpc: RpcId, r: Outcome) {
         match st.clients.finish(rpc, r) {
             Finished::Dropped | Finished::Task => {}
-            Finished::Thread => st.parked.response_ready(rpc, true),
+            Finished::Thread => {
+                // (A thread in a lane sleeps on its socket, not parked.)
+                st.lanes.note_finished(rpc);
+                st.parked.response_ready(rpc, true)
+            }
             Finished::Queued { claimed } => st.parked.response_ready(rpc, claimed),
         }
     }

@@ -29,6 +29,7 @@
 
 mod clients;
 mod events;
+mod lanes;
 mod output;
 mod reader;
 mod sendq;
@@ -46,6 +47,8 @@ use crate::oneshot;
 use crate::parked::{unpark, Handoff, Parked, WaitFor};
 use crate::ready::Readiness;
 use crate::socket::{HomaSocket, RecvBufs};
+use lanes::{Lane, LaneState};
+use std::io;
 use crate::wake::{sleep, Kick};
 use crate::Error;
 use bytes::Bytes;
@@ -193,10 +196,15 @@ struct State {
     /// Streams' messages and outcomes until their handles take them
     /// (`stream.rs`).
     streams: crate::stream::Streams,
+    /// Which lanes calls hold (`lanes.rs`).
+    lanes: LaneState,
 }
 
 pub(crate) struct Inner {
     sock: HomaSocket,
+    /// The sockets of lanes 1.. beside `sock` (`Config::lanes`; none
+    /// without).
+    lanes: Vec<Lane>,
     kick: Kick,
     local: SocketAddr,
     config: Config,
@@ -270,7 +278,8 @@ impl Endpoint {
     /// Opens an endpoint on `addr`. Port 0 picks a client port. The IP
     /// family of `addr` is the family of every peer.
     pub fn bind(addr: SocketAddr, config: Config) -> Result<Endpoint, Error> {
-        let (sock, local) = HomaSocket::open(
+        config.check()?;
+        let (sock, lane_socks, local) = crate::socket::open_group(
             addr,
             config.transport,
             config.socket_buffer_bytes,
@@ -281,7 +290,9 @@ impl Endpoint {
             // SIRD's receiver reacts to ECN marks; Homa does not use them
             // (and its packets stay as they were).
             config.core.design == homa_core::Design::Sird,
+            config.lanes,
         )?;
+        let lane_count = if lane_socks.is_empty() { 0 } else { config.lanes };
         let mut config = config;
         // (Also fills in the ByteDance mode's GSO/GRO batch sizes from the
         // offload settings, and refuses the mode without a link rate.)
@@ -303,6 +314,7 @@ impl Endpoint {
         let inner = Arc::new(Inner {
             kick: Kick::new()?,
             recv_bufs: Mutex::new(RecvBufs::new(config.recv_batch)),
+            lanes: lane_socks.into_iter().map(Lane::new).collect(),
             send_queue: Mutex::new(SendQueue::default()),
             sock,
             local,
@@ -325,6 +337,7 @@ impl Endpoint {
                 parked: Parked::default(),
                 faults,
                 streams: crate::stream::Streams::default(),
+                lanes: LaneState::new(lane_count),
             }),
             stats: Stats::default(),
             config,
@@ -365,6 +378,11 @@ impl Endpoint {
         request: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, Error> {
+        if !self.inner.lanes.is_empty() {
+            if let Some(r) = self.inner.call_in_lane(dest, &request, timeout) {
+                return r.map(Message::into_bytes);
+            }
+        }
         let id = self.send_request(dest, request)?;
         match self.recv_response(id, Some(timeout)) {
             Err(Error::Timeout) => {
@@ -480,16 +498,7 @@ impl Endpoint {
     /// Abandons an RPC: a client RPC is forgotten (its response, if it comes,
     /// is dropped); a server RPC is dropped without a reply.
     pub fn abort(&self, id: RpcId) -> Result<(), Error> {
-        let inner = &self.inner;
-        let mut st = inner.lock();
-        st.generation += 1;
-        let was_done = st.clients.remove(id);
-        inner.sync_ready(&st);
-        st.parked.rpc_gone(id);
-        let woken = st.parked.take_woken();
-        let r = st.core.abort(inner.now(), id);
-        drop(st);
-        unpark(woken);
+        let (r, was_done) = self.inner.abort_rpc(id);
         match r {
             Ok(()) => Ok(()),
             Err(_) if was_done => Ok(()),
@@ -583,6 +592,35 @@ impl Inner {
     /// [`Inner::queue_out`] said of `out`, the output taken (whether the
     /// caller is to send it once it releases the lock, with
     /// [`Inner::send_queued`]).
+    /// Refuses a peer of the other IP family.
+    fn check_family(&self, dest: SocketAddr) -> Result<(), Error> {
+        if dest.is_ipv4() != self.local.is_ipv4() {
+            return Err(Error::BadAddress(format!(
+                "{dest}: this endpoint ({}) speaks the other IP version",
+                self.local
+            )));
+        }
+        Ok(())
+    }
+
+    /// Ends an RPC for [`Endpoint::abort`]: the core's answer, and whether
+    /// its outcome had come already.
+    fn abort_rpc(&self, id: RpcId) -> (Result<(), homa_core::Error>, bool) {
+        let mut st = self.lock();
+        st.generation += 1;
+        let was_done = st.clients.remove(id);
+        self.sync_ready(&st);
+        st.parked.rpc_gone(id);
+        st.lanes.note_finished(id);
+        let kicks = st.lanes.take_kicks();
+        let woken = st.parked.take_woken();
+        let r = st.core.abort(self.now(), id);
+        drop(st);
+        unpark(woken);
+        self.kick_lanes(kicks);
+        (r, was_done)
+    }
+
     fn start_request(
         &self,
         dest: SocketAddr,
@@ -590,12 +628,7 @@ impl Inner {
         out: &mut Output,
     ) -> Result<(RpcId, MutexGuard<'_, State>, Option<sendq::KeyMask>), Error> {
         self.check_open()?;
-        if dest.is_ipv4() != self.local.is_ipv4() {
-            return Err(Error::BadAddress(format!(
-                "{dest}: this endpoint ({}) speaks the other IP version",
-                self.local
-            )));
-        }
+        self.check_family(dest)?;
         let mut st = self.lock();
         // Again under the lock: a shutdown that came in between has ended
         // the core's RPCs (it sets `closed` before it takes the lock).
@@ -668,9 +701,11 @@ impl Inner {
             st.async_requests.clear();
             self.sync_ready(&st);
             st.parked.wake_all();
-            st.parked.take_woken()
+            (st.parked.take_woken(), st.lanes.all_taken())
         };
+        let (woken, lanes) = woken;
         unpark(woken);
+        self.kick_lanes(lanes);
         self.bg_cond.notify_all();
         let handle = self
             .background

@@ -55,6 +55,51 @@ impl Inner {
         }
     }
 
+    /// Hands the `n` datagrams received in `rb` to the core (kicks
+    /// dropped); returns whether there was a kick among them.
+    /// `backlogged`: more were waiting than the call took.
+    pub(super) fn receive_batch(
+        &self,
+        st: &mut State,
+        now: Nanos,
+        rb: &mut RecvBufs,
+        n: usize,
+        backlogged: bool,
+    ) -> bool {
+        let mut ce_marks = 0;
+        let mut kicked = false;
+        for i in 0..n {
+            // A large packet alone in its buffer is kept as it is (no
+            // copy), unless the fault shim wants a copy to play with.
+            let owned = if st.faults.is_none() {
+                rb.take_datagram(i)
+            } else {
+                None
+            };
+            if let Some((src, bytes, ce)) = owned {
+                ce_marks += ce as u64;
+                let meta = PacketMeta { ce, backlogged };
+                if self.ports_match(src, &bytes) {
+                    st.core.handle_packet_bytes_meta(now, src.ip(), bytes, meta);
+                }
+                continue;
+            }
+            let (src, bytes, ce) = rb.datagram(i);
+            if crate::socket::is_kick(src, bytes, self.local) {
+                kicked = true;
+                continue;
+            }
+            ce_marks += ce as u64;
+            self.receive(st, now, src, bytes, PacketMeta { ce, backlogged });
+        }
+        if ce_marks > 0 {
+            self.stats
+                .ce_received
+                .fetch_add(ce_marks, Ordering::Relaxed);
+        }
+        kicked
+    }
+
     /// Hands held-back received packets whose time has come to the core.
     pub(super) fn receive_due(&self, st: &mut State, now: Nanos) {
         let Some(f) = st.faults.as_mut() else {
@@ -122,14 +167,18 @@ impl Inner {
     /// Ends a round of input: takes what the core will send, hands events
     /// to their waiters, then (the lock released) wakes those threads and
     /// sends.
-    fn end_round(&self, mut st: MutexGuard<'_, State>, now: Nanos) {
+    pub(super) fn end_round(&self, mut st: MutexGuard<'_, State>, now: Nanos) {
         let mut out = Output::new();
         self.take_output(&mut st, now, &mut out);
         self.dispatch(&mut st, now);
         let send = self.queue_out(&mut out);
         let woken = st.parked.take_woken();
+        let kicks = st.lanes.take_kicks();
         drop(st);
         unpark(woken);
+        if kicks != 0 {
+            self.kick_lanes(kicks);
+        }
         self.send_queued(send, &out);
     }
 
@@ -163,6 +212,7 @@ impl Inner {
     /// flush above all, may be served up to a jiffy late: before that
     /// distinction a client slept in `ppoll` on nearly every round trip.)
     pub(super) fn sleep_until_input(&self, deadline: Option<Instant>, mode: ReadMode) -> bool {
+        self.sweep_a_free_lane();
         let now = self.now();
         let mut st = self.lock();
         // About to sleep: free ended RPCs first (their timers too, so the
@@ -287,35 +337,7 @@ impl Inner {
                 st.core.reap(REAP_BATCH);
             }
             let backlogged = n == max && max > 1;
-            let mut ce_marks = 0;
-            for i in 0..n {
-                // A large packet alone in its buffer is kept as it is (no
-                // copy), unless the fault shim wants a copy to play with.
-                let owned = if st.faults.is_none() {
-                    rb.take_datagram(i)
-                } else {
-                    None
-                };
-                if let Some((src, bytes, ce)) = owned {
-                    ce_marks += ce as u64;
-                    let meta = PacketMeta { ce, backlogged };
-                    if self.ports_match(src, &bytes) {
-                        st.core.handle_packet_bytes_meta(now, src.ip(), bytes, meta);
-                    }
-                    continue;
-                }
-                let (src, bytes, ce) = rb.datagram(i);
-                if crate::socket::is_kick(src, bytes, self.local) {
-                    continue;
-                }
-                ce_marks += ce as u64;
-                self.receive(&mut st, now, src, bytes, PacketMeta { ce, backlogged });
-            }
-            if ce_marks > 0 {
-                self.stats
-                    .ce_received
-                    .fetch_add(ce_marks, Ordering::Relaxed);
-            }
+            self.receive_batch(&mut st, now, &mut rb, n, backlogged);
             self.receive_due(&mut st, now);
             // Timers only once the socket is drained: packets still queued
             // in our own socket must not count as a peer's silence.

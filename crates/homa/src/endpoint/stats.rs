@@ -71,6 +71,10 @@ pub struct RuntimeStats {
     /// sleeping at once: with `poll_adaptive`, only while the host had a
     /// CPU to spare.
     pub polled_waits: u64,
+    /// Calls that waited in a lane of their own (`Config::lanes`).
+    pub lane_calls: u64,
+    /// Calls that found every lane taken and waited as any thread does.
+    pub lane_calls_refused: u64,
 }
 
 /// The runtime's counters, updated without the lock.
@@ -97,6 +101,8 @@ pub(super) struct Stats {
     pub(super) background_wakes: AtomicU64,
     pub(super) background_reads: AtomicU64,
     pub(super) polled_waits: AtomicU64,
+    pub(super) lane_calls: AtomicU64,
+    pub(super) lane_calls_refused: AtomicU64,
 }
 
 impl Stats {
@@ -126,6 +132,8 @@ impl Stats {
             background_wakes: get(&self.background_wakes),
             background_reads: get(&self.background_reads),
             polled_waits: get(&self.polled_waits),
+            lane_calls: get(&self.lane_calls),
+            lane_calls_refused: get(&self.lane_calls_refused),
         }
     }
 }

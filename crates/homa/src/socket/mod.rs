@@ -2,10 +2,12 @@
 //! sends with a per-packet TOS byte (`priority << 5`, plus ECT(0) in SIRD
 //! mode) and UDP GSO, batched receives with UDP GRO (in [`recv`]).
 
+mod lanes;
 mod pool;
 mod recv;
 mod timeout;
 
+pub(crate) use lanes::{is_lane_kick, lane_kick, lane_of, open_group, MAX_LANES};
 pub(crate) use recv::RecvBufs;
 pub(crate) use timeout::jiffy;
 
@@ -71,7 +73,7 @@ const BLOCKED_RECV_LIMIT: std::time::Duration = std::time::Duration::from_millis
 /// endpoint's own port. (A peer could forge one: it would only wake the
 /// reader, as any datagram does.)
 pub(crate) fn is_kick(src: SocketAddr, bytes: &[u8], local: SocketAddr) -> bool {
-    bytes.is_empty() && src.port() == local.port()
+    (bytes.is_empty() || is_lane_kick(bytes)) && src.port() == local.port()
 }
 
 /// One Homa socket.
@@ -105,6 +107,21 @@ impl HomaSocket {
         gso: bool,
         gro: bool,
         ecn: bool,
+    ) -> Result<(HomaSocket, SocketAddr), Error> {
+        Self::open_shared(addr, transport, buffer_bytes, gso, gro, ecn, false)
+    }
+
+    /// [`HomaSocket::open`]; with `reuseport` (UDP only) the socket may
+    /// share its address with others of the same group (`SO_REUSEPORT`,
+    /// see `lanes.rs`).
+    pub(crate) fn open_shared(
+        addr: SocketAddr,
+        transport: Transport,
+        buffer_bytes: usize,
+        gso: bool,
+        gro: bool,
+        ecn: bool,
+        reuseport: bool,
     ) -> Result<(HomaSocket, SocketAddr), Error> {
         if addr.ip().is_multicast() {
             return Err(Error::BadAddress(format!(
@@ -151,6 +168,9 @@ impl HomaSocket {
         set_buffer_sizes(&socket, buffer_bytes);
         if kind == Kind::Udp6 {
             socket.set_only_v6(true)?;
+        }
+        if reuseport && kind != Kind::Raw4 {
+            socket.set_reuse_port(true)?;
         }
         let mut raw_port = None;
         let local = match kind {
@@ -224,6 +244,11 @@ impl HomaSocket {
     /// the unspecified address). Whoever reads it next drops it
     /// ([`is_kick`]). Not for raw sockets.
     pub(crate) fn kick_self(&self, local: SocketAddr) {
+        self.kick_self_with(local, &[]);
+    }
+
+    /// [`HomaSocket::kick_self`] with `payload` (a lane kick, `lanes.rs`).
+    pub(crate) fn kick_self_with(&self, local: SocketAddr, payload: &[u8]) {
         let mut to = local;
         if to.ip().is_unspecified() {
             to.set_ip(match to {
@@ -234,10 +259,18 @@ impl HomaSocket {
         let name = SockAddr::from(to);
         let mut cmsg: CmsgBuf = [0u64; 8];
         // SAFETY: all-zero is a valid msghdr (no data: a zero-length
-        // datagram).
+        // datagram, unless `payload` is set below).
         let mut m: libc::msghdr = unsafe { zeroed() };
         m.msg_name = name.as_ptr() as *mut libc::c_void;
         m.msg_namelen = name.len();
+        let mut iov = libc::iovec {
+            iov_base: payload.as_ptr() as *mut libc::c_void,
+            iov_len: payload.len(),
+        };
+        if !payload.is_empty() {
+            m.msg_iov = &mut iov;
+            m.msg_iovlen = 1;
+        }
         // (Marked like every other packet of this socket, ECN included.)
         let used = cmsg::fill_send(&mut m, &mut cmsg, self.v6(), self.tos(0), None);
         m.msg_controllen = used as _;

@@ -164,6 +164,33 @@ fn rpc_ids_even_on_client_odd_on_server() {
 }
 
 #[test]
+fn tagged_ids_carry_their_bits_both_ways() {
+    let mut net = Net::new(2, Config::default());
+    let tag = crate::IdTag {
+        mask: 0b111_1110,
+        bits: 0b010_1100,
+    };
+    for i in 0..20 {
+        let rpc = net.eps[0]
+            .send_request_tagged(0, addr(1), payload(10, i), tag)
+            .unwrap();
+        assert_eq!(rpc.id & 0b111_1111, 0b010_1100, "{rpc}");
+        let sent = net.pump();
+        assert_eq!(parse(&sent[0].1).common.sender_id, rpc.id);
+        let ev = net.events(1);
+        let Event::Request { rpc: srpc, .. } = &ev[0] else {
+            panic!("{ev:?}")
+        };
+        net.eps[1].reply(0, *srpc, payload(5, 2)).unwrap();
+        // The response carries the id (| 1): a filter on its bits 1..
+        // finds the same tag.
+        let sent = net.pump();
+        assert_eq!(parse(&sent[0].1).common.sender_id >> 1, rpc.id >> 1);
+        net.events(0);
+    }
+}
+
+#[test]
 fn messages_of_every_awkward_size_arrive_intact() {
     let config = Config {
         max_message_size: 16 << 20,
