@@ -416,6 +416,7 @@ impl Config {
         let config: Config = toml::from_str(text).map_err(|e| Error::Config(e.to_string()))?;
         // Validates the core, and the ByteDance mode's needs.
         config.effective_core(config.core.lower_header_bytes)?;
+        config.check()?;
         if let Some(f) = &config.fault_injection {
             f.validate()?;
         }

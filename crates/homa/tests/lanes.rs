@@ -51,7 +51,11 @@ fn calls_in_lanes_get_their_own_answers() {
             thread::spawn(move || {
                 for i in 0..150usize {
                     // Some large enough to need grants.
-                    let len = if i % 10 == 0 { 1_500_000 } else { 1 + (t * 131 + i * 7) % 3000 };
+                    let len = if i % 10 == 0 {
+                        1_500_000
+                    } else {
+                        1 + (t * 131 + i * 7) % 3000
+                    };
                     let req: Vec<u8> = (0..len).map(|k| (k * 31 + t + i) as u8).collect();
                     let resp = c
                         .call(dest, Bytes::from(req.clone()), Duration::from_secs(20))

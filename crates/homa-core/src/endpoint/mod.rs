@@ -105,6 +105,9 @@ pub struct Endpoint {
     local: SocketAddr,
     /// Picks client RPC ids: unpredictable to anyone without the seed.
     rng: ChaCha8Rng,
+    /// Bits every new client id (RPC or stream) has unless its caller
+    /// chooses them ([`Endpoint::set_id_tag`]).
+    id_tag: IdTag,
     /// Creation order of messages (SRPT tie-breaks, FIFO shares).
     seq: u64,
     rpcs: RpcTable,
@@ -176,6 +179,7 @@ impl Endpoint {
         config.validate()?;
         Ok(Endpoint {
             rng: ChaCha8Rng::seed_from_u64(seed),
+            id_tag: IdTag::NONE,
             peers: PeerTable::new(config.max_peers as usize, config.num_priorities),
             receiver: Receiver::new(&config, receiver),
             sender: Sender::new(sender),
@@ -290,7 +294,14 @@ impl Endpoint {
         dest: SocketAddr,
         message: Bytes,
     ) -> Result<RpcId, Error> {
-        self.send_request_tagged(now, dest, message, IdTag::NONE)
+        self.send_request_tagged(now, dest, message, self.id_tag)
+    }
+
+    /// Sets the bits every new client id has from now on (RPCs from
+    /// [`Endpoint::send_request`], streams), e.g. a driver steering
+    /// packets by id keeps those it did not place out of the others' way.
+    pub fn set_id_tag(&mut self, tag: IdTag) {
+        self.id_tag = tag;
     }
 
     /// [`Endpoint::send_request`] with some bits of the new RPC's id chosen

@@ -68,7 +68,7 @@ impl Endpoint {
         let id = loop {
             let id = RpcId {
                 peer: dest,
-                id: self.rng.gen::<u64>() & !1,
+                id: self.id_tag.apply(self.rng.gen::<u64>()),
             };
             if id.id != 0 && !self.rpcs.contains_key(&id) {
                 break id;

@@ -58,6 +58,8 @@ pub(super) struct LaneState {
     kicks: u64,
     /// The next free lane the reader looks into.
     sweep: usize,
+    /// A call has taken a lane (before, there is nothing to sweep).
+    used: bool,
 }
 
 impl LaneState {
@@ -89,11 +91,15 @@ impl LaneState {
             free.trailing_zeros() as usize
         };
         self.taken |= 1 << lane;
+        self.used = true;
         Some(lane)
     }
 
-    /// The id tag that puts an RPC in `lane`.
-    fn tag(&self, lane: usize) -> homa_core::IdTag {
+    /// The id tag that puts an RPC in `lane` (none without lanes).
+    pub(super) fn tag(&self, lane: usize) -> homa_core::IdTag {
+        if self.count <= 1 {
+            return homa_core::IdTag::NONE;
+        }
         homa_core::IdTag {
             mask: ((self.count as u64) - 1) << 1,
             bits: (lane as u64) << 1,
@@ -125,6 +131,9 @@ impl LaneState {
 
     /// The next free lane for the reader to look into, round the lanes.
     fn next_free(&mut self) -> Option<usize> {
+        if !self.used {
+            return None;
+        }
         for _ in 1..self.count {
             self.sweep = if self.sweep + 1 >= self.count {
                 1
@@ -148,13 +157,28 @@ thread_local! {
 }
 
 impl Inner {
+    /// The lanes' sockets, opened on first use (none if that failed: the
+    /// endpoint then works without, as with `lanes` 0).
+    fn lane_sockets(&self) -> &[Lane] {
+        self.lanes.get_or_init(
+            || match crate::socket::open_lanes(self.local, &self.group) {
+                Ok(v) => v.into_iter().map(Lane::new).collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot open the lanes' sockets; calls go without");
+                    Vec::new()
+                }
+            },
+        )
+    }
+
     /// Wakes the threads in the lanes of `kicks` (bits), out of the lock.
     pub(super) fn kick_lanes(&self, kicks: u64) {
         let mut k = kicks;
         while k != 0 {
             let lane = k.trailing_zeros() as usize;
             k &= k - 1;
-            if let Some(l) = self.lanes.get(lane.wrapping_sub(1)) {
+            let lanes = self.lanes.get().map_or(&[][..], |v| &v[..]);
+            if let Some(l) = lanes.get(lane.wrapping_sub(1)) {
                 l.sock.kick_self_with(self.local, &lane_kick(lane));
             }
         }
@@ -168,6 +192,9 @@ impl Inner {
         request: &Bytes,
         timeout: Duration,
     ) -> Option<Result<Message, Error>> {
+        if self.lane_sockets().is_empty() {
+            return None;
+        }
         let mut out = Output::new();
         let (id, lane, st, send) = match self.start_request_in_lane(dest, request, &mut out) {
             Ok(Some(x)) => x,
@@ -197,15 +224,7 @@ impl Inner {
         dest: SocketAddr,
         request: &Bytes,
         out: &mut Output,
-    ) -> Result<
-        Option<(
-            RpcId,
-            usize,
-            MutexGuard<'_, State>,
-            Option<sendq::KeyMask>,
-        )>,
-        Error,
-    > {
+    ) -> Result<Option<(RpcId, usize, MutexGuard<'_, State>, Option<sendq::KeyMask>)>, Error> {
         self.check_open()?;
         self.check_family(dest)?;
         let mut st = self.lock();
@@ -240,7 +259,7 @@ impl Inner {
         deadline: Option<Instant>,
         clock: Instant,
     ) -> Result<Message, Error> {
-        let l = &self.lanes[lane - 1];
+        let l = &self.lane_sockets()[lane - 1];
         let mut guard = l.bufs.lock().unwrap_or_else(|p| p.into_inner());
         let rb = guard.get_or_insert_with(|| RecvBufs::new(LANE_BATCH));
         IN_LANE.set(lane);
@@ -325,13 +344,16 @@ impl Inner {
     /// The reader, about to sleep: reads one free lane (round the lanes),
     /// so that a straggler in a lane nobody holds is not left there.
     pub(super) fn sweep_a_free_lane(&self) {
-        if self.lanes.is_empty() {
+        let Some(lanes) = self.lanes.get() else {
+            return;
+        };
+        if lanes.is_empty() {
             return;
         }
         let Some(lane) = self.lock().lanes.next_free() else {
             return;
         };
-        let l = &self.lanes[lane - 1];
+        let l = &lanes[lane - 1];
         // (Taken meanwhile: its thread reads it.)
         let Ok(mut guard) = l.bufs.try_lock() else {
             return;
@@ -384,7 +406,10 @@ mod tests {
             id: s.tag(lane).apply(0xff00),
             peer,
         };
-        s.note_finished(RpcId { id: mine.id | 1, peer }); // a server RPC
+        s.note_finished(RpcId {
+            id: mine.id | 1,
+            peer,
+        }); // a server RPC
         s.note_finished(RpcId {
             id: s.tag(3).apply(0xff00),
             peer,

@@ -46,15 +46,15 @@ use crate::fault::{Faults, Verdict};
 use crate::oneshot;
 use crate::parked::{unpark, Handoff, Parked, WaitFor};
 use crate::ready::Readiness;
-use crate::socket::{HomaSocket, RecvBufs};
-use lanes::{Lane, LaneState};
-use std::io;
+use crate::socket::{GroupSpec, HomaSocket, RecvBufs};
 use crate::wake::{sleep, Kick};
 use crate::Error;
 use bytes::Bytes;
 use homa_core::{Event, Message, Metrics, Nanos, Pacer, PacketMeta, RpcId, Transmit};
+use lanes::{Lane, LaneState};
 use parking_lot::{Condvar, MutexGuard};
 use std::collections::VecDeque;
+use std::io;
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -202,9 +202,11 @@ struct State {
 
 pub(crate) struct Inner {
     sock: HomaSocket,
-    /// The sockets of lanes 1.. beside `sock` (`Config::lanes`; none
-    /// without).
-    lanes: Vec<Lane>,
+    /// How `sock` was opened: the lanes' sockets are opened alike.
+    group: GroupSpec,
+    /// The sockets of lanes 1.. beside `sock` (`Config::lanes`), opened by
+    /// the first call that takes a lane (none if that failed).
+    lanes: std::sync::OnceLock<Vec<Lane>>,
     kick: Kick,
     local: SocketAddr,
     config: Config,
@@ -279,27 +281,30 @@ impl Endpoint {
     /// family of `addr` is the family of every peer.
     pub fn bind(addr: SocketAddr, config: Config) -> Result<Endpoint, Error> {
         config.check()?;
-        let (sock, lane_socks, local) = crate::socket::open_group(
-            addr,
-            config.transport,
-            config.socket_buffer_bytes,
-            config.segmentation_offload,
+        let group = GroupSpec {
+            transport: config.transport,
+            buffer_bytes: config.socket_buffer_bytes,
+            gso: config.segmentation_offload,
             // GRO holds packets back in the kernel for a moment; with busy
             // polling that costs more than it saves.
-            config.receive_offload && !config.busy_poll,
+            gro: config.receive_offload && !config.busy_poll,
             // SIRD's receiver reacts to ECN marks; Homa does not use them
             // (and its packets stay as they were).
-            config.core.design == homa_core::Design::Sird,
-            config.lanes,
-        )?;
-        let lane_count = if lane_socks.is_empty() { 0 } else { config.lanes };
+            ecn: config.core.design == homa_core::Design::Sird,
+            lanes: config.lanes,
+        };
+        let (sock, local) = crate::socket::open_group(addr, &group)?;
+        let lane_count = if group.has_lanes() { config.lanes } else { 0 };
         let mut config = config;
         // (Also fills in the ByteDance mode's GSO/GRO batch sizes from the
         // offload settings, and refuses the mode without a link rate.)
         config.core = config.effective_core(sock.lower_header_bytes())?;
         let seed = rand::random::<u64>();
-        let core = homa_core::Endpoint::new(config.core.clone(), local, seed)
+        let mut core = homa_core::Endpoint::new(config.core.clone(), local, seed)
             .map_err(|e| Error::Config(e.to_string()))?;
+        let lane_state = LaneState::new(lane_count);
+        // Ids of RPCs not in a lane of their own are in lane 0.
+        core.set_id_tag(lane_state.tag(0));
         let pacer = (config.core.link_mbps > 0).then(|| {
             Pacer::new(
                 config.core.link_mbps,
@@ -314,7 +319,8 @@ impl Endpoint {
         let inner = Arc::new(Inner {
             kick: Kick::new()?,
             recv_bufs: Mutex::new(RecvBufs::new(config.recv_batch)),
-            lanes: lane_socks.into_iter().map(Lane::new).collect(),
+            group,
+            lanes: std::sync::OnceLock::new(),
             send_queue: Mutex::new(SendQueue::default()),
             sock,
             local,
@@ -337,7 +343,7 @@ impl Endpoint {
                 parked: Parked::default(),
                 faults,
                 streams: crate::stream::Streams::default(),
-                lanes: LaneState::new(lane_count),
+                lanes: lane_state,
             }),
             stats: Stats::default(),
             config,
@@ -378,7 +384,7 @@ impl Endpoint {
         request: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, Error> {
-        if !self.inner.lanes.is_empty() {
+        if self.inner.group.has_lanes() {
             if let Some(r) = self.inner.call_in_lane(dest, &request, timeout) {
                 return r.map(Message::into_bytes);
             }

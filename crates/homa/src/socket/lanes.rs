@@ -6,10 +6,13 @@
 //! the kernel wakes it directly, with no reader in between.
 //!
 //! The program reads the low word of the Homa header's `sender_id` (the
-//! UDP payload is at the program's offset 0) and returns `(id >> 1) &
-//! (lanes - 1)`: a client's id is even and the server's packets carry
-//! `id | 1`, so both directions of an RPC pick the same lane. A datagram
-//! too short to hold the word (a kick) goes to socket 0, the main one.
+//! UDP payload is at the program's offset 0). An odd one comes from a
+//! server, for one of this endpoint's client RPCs (the server's packets
+//! carry the client's id `| 1`): it goes to lane `(id >> 1) & (lanes -
+//! 1)`, the bits the client chose when it made the id. An even one comes
+//! from a client, for a server RPC here: its bits were chosen by that
+//! client, so it goes to socket 0, the main one, which the endpoint's
+//! server threads read. So does a datagram too short to hold the word.
 //!
 //! Two traps, both on this kernel: a port-0 bind with `SO_REUSEPORT` may
 //! be given a port another same-user reuseport socket holds (and join its
@@ -41,7 +44,7 @@ const PORT_TRIES: usize = 16;
 /// steers it by its id word; a reader drops it ([`is_lane_kick`]).
 pub(crate) fn lane_kick(lane: usize) -> [u8; LANE_KICK_LEN] {
     let mut b = [0u8; LANE_KICK_LEN];
-    b[OFF_SENDER_ID..].copy_from_slice(&((lane as u64) << 1).to_be_bytes());
+    b[OFF_SENDER_ID..].copy_from_slice(&((lane as u64) << 1 | 1).to_be_bytes());
     b
 }
 
@@ -59,46 +62,76 @@ pub(crate) fn lane_of(id: u64, lanes: usize) -> usize {
 
 /// The steering program for `lanes` lanes (a power of two, at most
 /// [`MAX_LANES`]).
-fn program(lanes: usize) -> [libc::sock_filter; 4] {
-    const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
-    const BPF_ALU_RSH_K: u16 = 0x04 | 0x70;
-    const BPF_ALU_AND_K: u16 = 0x04 | 0x50;
-    const BPF_RET_A: u16 = 0x06 | 0x10;
-    let op = |code, k| libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    };
+fn program(lanes: usize) -> [libc::sock_filter; 6] {
+    // Opcodes as <linux/filter.h> composes them.
+    const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD 0x00 | BPF_W 0x00 | BPF_ABS 0x20
+    const BPF_JMP_JSET_K: u16 = 0x45; // BPF_JMP 0x05 | BPF_JSET 0x40 | BPF_K 0
+    const BPF_RET_K: u16 = 0x06; // BPF_RET 0x06 | BPF_K 0
+    const BPF_ALU_RSH_K: u16 = 0x74; // BPF_ALU 0x04 | BPF_RSH 0x70 | BPF_K 0
+    const BPF_ALU_AND_K: u16 = 0x54; // BPF_ALU 0x04 | BPF_AND 0x50 | BPF_K 0
+    const BPF_RET_A: u16 = 0x16; // BPF_RET 0x06 | BPF_A 0x10
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
     [
         // (A load past the end ends the program returning 0: socket 0.)
-        op(BPF_LD_W_ABS, (OFF_SENDER_ID + 4) as u32),
-        op(BPF_ALU_RSH_K, 1),
-        op(BPF_ALU_AND_K, (lanes - 1) as u32),
-        op(BPF_RET_A, 0),
+        op(BPF_LD_W_ABS, 0, 0, (OFF_SENDER_ID + 4) as u32),
+        // Odd (from a server): on to the lane; even: socket 0.
+        op(BPF_JMP_JSET_K, 1, 0, 1),
+        op(BPF_RET_K, 0, 0, 0),
+        op(BPF_ALU_RSH_K, 0, 0, 1),
+        op(BPF_ALU_AND_K, 0, 0, (lanes - 1) as u32),
+        op(BPF_RET_A, 0, 0, 0),
     ]
 }
 
-/// Opens the endpoint's socket and, for `lanes` > 1 over UDP, the other
-/// `lanes - 1` sockets of its group, steered by RPC id; returns the main
-/// socket, the others (lane 1 first) and the bound address. `lanes` must
-/// be 0, 1 or a power of two up to [`MAX_LANES`] (checked by the
-/// configuration). Raw IP gets no lanes: every protocol-146 socket sees
-/// every packet.
+/// How the sockets of a group are opened (those of the lanes come later,
+/// on the first call that takes one).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GroupSpec {
+    /// UDP or raw IP (raw IP gets no lanes: every protocol-146 socket sees
+    /// every packet).
+    pub(crate) transport: Transport,
+    /// Socket buffer sizes (bytes).
+    pub(crate) buffer_bytes: usize,
+    /// UDP GSO.
+    pub(crate) gso: bool,
+    /// UDP GRO.
+    pub(crate) gro: bool,
+    /// ECN marks sent and read.
+    pub(crate) ecn: bool,
+    /// Sockets in the group: 0 or 1 (no group), or a power of two up to
+    /// [`MAX_LANES`] (checked by the configuration).
+    pub(crate) lanes: usize,
+}
+
+impl GroupSpec {
+    /// Whether the endpoint has lanes.
+    pub(crate) fn has_lanes(&self) -> bool {
+        self.lanes > 1 && self.transport == Transport::Udp
+    }
+
+    fn open(&self, at: SocketAddr, reuseport: bool) -> Result<(HomaSocket, SocketAddr), Error> {
+        HomaSocket::open(
+            at,
+            self.transport,
+            self.buffer_bytes,
+            self.gso,
+            self.gro,
+            self.ecn,
+            reuseport,
+        )
+    }
+}
+
+/// Opens the endpoint's socket on `addr`; with lanes, as the first of its
+/// group, with the steering program. Returns it and the bound address.
 pub(crate) fn open_group(
     addr: SocketAddr,
-    transport: Transport,
-    buffer_bytes: usize,
-    gso: bool,
-    gro: bool,
-    ecn: bool,
-    lanes: usize,
-) -> Result<(HomaSocket, Vec<HomaSocket>, SocketAddr), Error> {
-    if lanes <= 1 || transport != Transport::Udp {
-        let (s, local) = HomaSocket::open(addr, transport, buffer_bytes, gso, gro, ecn)?;
-        return Ok((s, Vec::new(), local));
+    spec: &GroupSpec,
+) -> Result<(HomaSocket, SocketAddr), Error> {
+    if !spec.has_lanes() {
+        return spec.open(addr, false);
     }
-    let open = |at: SocketAddr| HomaSocket::open_shared(at, transport, buffer_bytes, gso, gro, ecn, true);
+    let open = |at: SocketAddr| spec.open(at, true);
     let mut tries = 0;
     let (main, local) = loop {
         tries += 1;
@@ -110,11 +143,7 @@ pub(crate) fn open_group(
             Err(e) => return Err(e),
         }
     };
-    let mut others = Vec::with_capacity(lanes - 1);
-    for _ in 1..lanes {
-        others.push(open(local)?.0);
-    }
-    let prog = program(lanes);
+    let prog = program(spec.lanes);
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
         filter: prog.as_ptr() as *mut libc::sock_filter,
@@ -133,7 +162,15 @@ pub(crate) fn open_group(
     if r != 0 {
         return Err(Error::Io(io::Error::last_os_error()));
     }
-    Ok((main, others, local))
+    Ok((main, local))
+}
+
+/// The sockets of lanes 1.. of the group at `local` (in order: the
+/// program's index is the order sockets joined).
+pub(crate) fn open_lanes(local: SocketAddr, spec: &GroupSpec) -> Result<Vec<HomaSocket>, Error> {
+    (1..spec.lanes)
+        .map(|_| Ok(spec.open(local, true)?.0))
+        .collect()
 }
 
 /// A port for the group at `addr`'s address: `addr`'s own, checked free by
@@ -172,16 +209,28 @@ mod tests {
         b
     }
 
+    fn spec(lanes: usize) -> GroupSpec {
+        GroupSpec {
+            transport: Transport::Udp,
+            buffer_bytes: 1 << 20,
+            gso: false,
+            gro: false,
+            ecn: false,
+            lanes,
+        }
+    }
+
     #[test]
     fn datagrams_reach_the_lane_their_id_names() {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let (main, others, local) =
-            open_group(any, Transport::Udp, 1 << 20, false, false, false, 4).unwrap();
+        let (main, local) = open_group(any, &spec(4)).unwrap();
+        let others = open_lanes(local, &spec(4)).unwrap();
         assert_ne!(local.port(), 0);
         assert_eq!(others.len(), 3);
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        // Client ids (even) and the server's (odd) of the same RPC alike.
-        for id in 0u64..32 {
+        // From servers (odd ids) by lane; from clients (even) all to the
+        // main socket.
+        for id in 0u64..64 {
             tx.send_to(&header_with_id(id), local).unwrap();
         }
         tx.send_to(&lane_kick(3), local).unwrap();
@@ -205,8 +254,14 @@ mod tests {
                     assert_eq!(lane, 0, "a short datagram goes to the main socket");
                 }
             }
-            assert_eq!(ids.len(), 8, "lane {lane}: {ids:?}");
-            assert!(ids.iter().all(|&id| lane_of(id, 4) == lane), "{ids:?}");
+            let (odd, even): (Vec<u64>, Vec<u64>) = ids.iter().partition(|&&id| id & 1 == 1);
+            assert_eq!(odd.len(), 8, "lane {lane}: {ids:?}");
+            assert!(odd.iter().all(|&id| lane_of(id, 4) == lane), "{ids:?}");
+            assert_eq!(
+                even.len(),
+                if lane == 0 { 32 } else { 0 },
+                "lane {lane}: {ids:?}"
+            );
         }
     }
 
@@ -217,14 +272,15 @@ mod tests {
         let other = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
         other.set_reuse_port(true).unwrap();
         other
-            .bind(&SockAddr::from("127.0.0.1:0".parse::<SocketAddr>().unwrap()))
+            .bind(&SockAddr::from(
+                "127.0.0.1:0".parse::<SocketAddr>().unwrap(),
+            ))
             .unwrap();
         let held = other.local_addr().unwrap().as_socket().unwrap();
-        assert!(open_group(held, Transport::Udp, 1 << 16, false, false, false, 2).is_err());
+        assert!(open_group(held, &spec(2)).is_err());
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         for _ in 0..50 {
-            let (_, _, local) =
-                open_group(any, Transport::Udp, 1 << 16, false, false, false, 2).unwrap();
+            let (_, local) = open_group(any, &spec(2)).unwrap();
             assert_ne!(local.port(), held.port());
         }
     }

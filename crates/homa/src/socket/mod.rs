@@ -7,7 +7,9 @@ mod pool;
 mod recv;
 mod timeout;
 
-pub(crate) use lanes::{is_lane_kick, lane_kick, lane_of, open_group, MAX_LANES};
+pub(crate) use lanes::{
+    is_lane_kick, lane_kick, lane_of, open_group, open_lanes, GroupSpec, MAX_LANES,
+};
 pub(crate) use recv::RecvBufs;
 pub(crate) use timeout::jiffy;
 
@@ -100,21 +102,9 @@ impl HomaSocket {
     /// ephemeral range for UDP; a random port at or above 0x8000 for raw IP,
     /// where the kernel keeps no Homa ports). With `ecn` every packet goes
     /// out ECN-capable (ECT(0)) and received CE marks are reported.
+    /// With `reuseport` (UDP only) the socket may share its address with
+    /// others of its group (`SO_REUSEPORT`, see `lanes.rs`).
     pub(crate) fn open(
-        addr: SocketAddr,
-        transport: Transport,
-        buffer_bytes: usize,
-        gso: bool,
-        gro: bool,
-        ecn: bool,
-    ) -> Result<(HomaSocket, SocketAddr), Error> {
-        Self::open_shared(addr, transport, buffer_bytes, gso, gro, ecn, false)
-    }
-
-    /// [`HomaSocket::open`]; with `reuseport` (UDP only) the socket may
-    /// share its address with others of the same group (`SO_REUSEPORT`,
-    /// see `lanes.rs`).
-    pub(crate) fn open_shared(
         addr: SocketAddr,
         transport: Transport,
         buffer_bytes: usize,

@@ -514,7 +514,8 @@ mod tests {
     fn large_datagrams_are_taken_small_ones_lent() {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let (sock, local) =
-            HomaSocket::open(any, Transport::Udp, 1 << 20, false, false, false).expect("open");
+            HomaSocket::open(any, Transport::Udp, 1 << 20, false, false, false, false)
+                .expect("open");
         let tx = std::net::UdpSocket::bind(any).unwrap();
         let big: Vec<u8> = (0..40_000u32).map(|i| (i * 7) as u8).collect();
         let mut rb = RecvBufs::new(4);
@@ -576,7 +577,8 @@ mod tests {
     fn one_at_a_time_reads_each_mark_afresh() {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let (sock, local) =
-            HomaSocket::open(any, Transport::Udp, 1 << 20, false, false, true).expect("open");
+            HomaSocket::open(any, Transport::Udp, 1 << 20, false, false, true, false)
+                .expect("open");
         let (ce_tx, ce_port) = ce_sender(any);
         let plain = std::net::UdpSocket::bind(any).unwrap();
         let plain_port = plain.local_addr().unwrap().port();
@@ -614,7 +616,7 @@ mod tests {
     fn kept_headers_take_every_call_whole() {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let (sock, local) =
-            HomaSocket::open(any, Transport::Udp, 1 << 20, false, true, true).expect("open");
+            HomaSocket::open(any, Transport::Udp, 1 << 20, false, true, true, false).expect("open");
         assert!(sock.gro, "UDP GRO on loopback");
         let (ce_tx, ce_port) = ce_sender(any);
         let plain = std::net::UdpSocket::bind(any).unwrap();

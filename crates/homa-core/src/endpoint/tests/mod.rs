@@ -188,6 +188,17 @@ fn tagged_ids_carry_their_bits_both_ways() {
         assert_eq!(parse(&sent[0].1).common.sender_id >> 1, rpc.id >> 1);
         net.events(0);
     }
+    // The default tag: requests and streams alike.
+    net.eps[0].set_id_tag(crate::IdTag {
+        mask: 0b110,
+        bits: 0b100,
+    });
+    for i in 0..20 {
+        let rpc = net.eps[0].send_request(0, addr(1), payload(10, i)).unwrap();
+        assert_eq!(rpc.id & 0b111, 0b100, "{rpc}");
+    }
+    let stream = net.eps[0].open_stream(0, addr(1)).unwrap();
+    assert_eq!(stream.id & 0b111, 0b100, "{stream}");
 }
 
 #[test]
