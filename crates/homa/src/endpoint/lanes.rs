@@ -45,13 +45,16 @@ impl Lane {
     }
 }
 
-/// Which lanes are taken, and the kicks owed (under the endpoint's lock).
+/// Which lanes are taken, and the kicks owed (under the endpoint's lock;
+/// a thread leaving its lane frees it without the lock).
 #[derive(Default)]
 pub(super) struct LaneState {
     /// Lanes the endpoint has (0, or a power of two: 1 << bits).
     count: usize,
-    /// Bit k: a call holds lane k (bit 0, the main socket, never).
-    taken: u64,
+    /// Bit k: a call holds lane k (bit 0, the main socket, never); the
+    /// same as `Inner::lane_taken`, through which a thread leaving its
+    /// lane frees it.
+    taken: Arc<AtomicU64>,
     /// Bit k: the thread in lane k must be woken (its outcome came
     /// through another thread, or its RPC was aborted), once the lock is
     /// released.
@@ -63,9 +66,10 @@ pub(super) struct LaneState {
 }
 
 impl LaneState {
-    pub(super) fn new(count: usize) -> LaneState {
+    pub(super) fn new(count: usize, taken: Arc<AtomicU64>) -> LaneState {
         LaneState {
             count,
+            taken,
             ..LaneState::default()
         }
     }
@@ -81,7 +85,7 @@ impl LaneState {
         } else {
             (1u64 << self.count) - 1
         };
-        let free = all & !self.taken & !1;
+        let free = all & !self.taken.load(Ordering::Acquire) & !1;
         if free == 0 {
             return None;
         }
@@ -90,7 +94,8 @@ impl LaneState {
         } else {
             free.trailing_zeros() as usize
         };
-        self.taken |= 1 << lane;
+        // (Under the lock: only frees race with this, each of its own bit.)
+        self.taken.fetch_or(1 << lane, Ordering::AcqRel);
         self.used = true;
         Some(lane)
     }
@@ -114,7 +119,7 @@ impl LaneState {
             return;
         }
         let lane = lane_of(rpc.id, self.count);
-        if lane != 0 && self.taken & (1 << lane) != 0 && IN_LANE.get() != lane {
+        if lane != 0 && self.is_taken(lane) && IN_LANE.get() != lane {
             self.kicks |= 1 << lane;
         }
     }
@@ -126,7 +131,16 @@ impl LaneState {
 
     /// Every taken lane (a shutdown wakes them all).
     pub(super) fn all_taken(&self) -> u64 {
-        self.taken
+        self.taken.load(Ordering::Acquire)
+    }
+
+    fn is_taken(&self, lane: usize) -> bool {
+        self.taken.load(Ordering::Acquire) & (1 << lane) != 0
+    }
+
+    /// Frees `lane`.
+    fn free(&self, lane: usize) {
+        self.taken.fetch_and(!(1 << lane), Ordering::AcqRel);
     }
 
     /// The next free lane for the reader to look into, round the lanes.
@@ -140,7 +154,7 @@ impl LaneState {
             } else {
                 self.sweep + 1
             };
-            if self.taken & (1 << self.sweep) == 0 {
+            if !self.is_taken(self.sweep) {
                 return Some(self.sweep);
             }
         }
@@ -157,6 +171,12 @@ thread_local! {
 }
 
 impl Inner {
+    /// Frees `lane` (without the endpoint's lock: `LaneState::taken` is
+    /// shared with `Inner::lane_taken`).
+    fn lanes_free(&self, lane: usize) {
+        self.lane_taken.fetch_and(!(1 << lane), Ordering::AcqRel);
+    }
+
     /// The lanes' sockets, opened on first use (none if that failed: the
     /// endpoint then works without, as with `lanes` 0).
     fn lane_sockets(&self) -> &[Lane] {
@@ -196,7 +216,8 @@ impl Inner {
             return None;
         }
         let mut out = Output::new();
-        let (id, lane, st, send) = match self.start_request_in_lane(dest, request, &mut out) {
+        let (id, lane, first, st, send) = match self.start_request_in_lane(dest, request, &mut out)
+        {
             Ok(Some(x)) => x,
             Ok(None) => {
                 self.stats
@@ -210,21 +231,32 @@ impl Inner {
         self.stats.lane_calls.fetch_add(1, Ordering::Relaxed);
         self.send_queued(send, &out);
         let clock = Instant::now();
-        let r = self.wait_in_lane(lane, id, Some(clock + timeout), clock);
+        let r = self.wait_in_lane(lane, id, first, Some(clock + timeout), clock);
         if matches!(r, Err(Error::Timeout)) {
             let _ = self.abort_rpc(id);
         }
         Some(r)
     }
 
-    /// [`Inner::start_request`] in a free lane.
+    /// [`Inner::start_request`] in a free lane; the RPC is claimed for
+    /// this thread's handoff at once (the outcome, if already known, is
+    /// returned: an RPC refused at once).
     #[allow(clippy::type_complexity)]
     fn start_request_in_lane(
         &self,
         dest: SocketAddr,
         request: &Bytes,
         out: &mut Output,
-    ) -> Result<Option<(RpcId, usize, MutexGuard<'_, State>, Option<sendq::KeyMask>)>, Error> {
+    ) -> Result<
+        Option<(
+            RpcId,
+            usize,
+            Option<Outcome>,
+            MutexGuard<'_, State>,
+            Option<sendq::KeyMask>,
+        )>,
+        Error,
+    > {
         self.check_open()?;
         self.check_family(dest)?;
         let mut st = self.lock();
@@ -237,16 +269,17 @@ impl Inner {
         let id = match st.core.send_request_tagged(now, dest, request.clone(), tag) {
             Ok(id) => id,
             Err(e) => {
-                st.lanes.taken &= !(1 << lane);
+                st.lanes.free(lane);
                 return Err(e.into());
             }
         };
         LAST_LANE.set(lane);
         st.clients.start(id);
+        let first = HANDOFF.with(|h| st.clients.collect(id, h));
         self.take_output(&mut st, now, out);
         self.wake_reader_for_pacer(&st);
         let send = self.queue_out(out);
-        Ok(Some((id, lane, st, send)))
+        Ok(Some((id, lane, first, st, send)))
     }
 
     /// Waits in `lane` for the outcome of `id` (in that lane), reading the
@@ -256,6 +289,7 @@ impl Inner {
         &self,
         lane: usize,
         id: RpcId,
+        mut first: Option<Outcome>,
         deadline: Option<Instant>,
         clock: Instant,
     ) -> Result<Message, Error> {
@@ -269,7 +303,6 @@ impl Inner {
             && !(self.config.poll_adaptive && self.cpu.contended());
         let poll_until = clock + Duration::from_micros(self.config.poll_us);
         let (result, settled) = HANDOFF.with(|h| {
-            let mut first = self.lock().clients.collect(id, h);
             loop {
                 // (The handoff first: an outcome put there has left the table, where
                 // a look finds the RPC unknown.)
@@ -302,17 +335,14 @@ impl Inner {
                 }
             }
         });
-        let mut st = self.lock();
         if !settled {
+            let mut st = self.lock();
             HANDOFF.with(|h| st.clients.unclaim(id, h));
         }
-        st.lanes.taken &= !(1 << lane);
-        drop(st);
+        // (What comes to the lane later, e.g. a late duplicate, is read by
+        // its next thread or the reader's sweep.)
+        self.lanes_free(lane);
         IN_LANE.set(0);
-        // What came meanwhile and is not ours (a late duplicate of the
-        // RPC before) is the core's business now; a kick is dropped.
-        let n = l.sock.recv(rb, LANE_BATCH);
-        let _ = self.take_lane_input(rb, n);
         drop(guard);
         result
     }
@@ -370,16 +400,16 @@ mod tests {
 
     #[test]
     fn lanes_are_taken_by_hint_then_lowest_and_never_lane_0() {
-        let mut s = LaneState::new(4);
+        let mut s = LaneState::new(4, Arc::default());
         assert_eq!(s.take(2), Some(2));
         assert_eq!(s.take(2), Some(1));
         assert_eq!(s.take(0), Some(3));
         assert_eq!(s.take(1), None);
-        s.taken &= !(1 << 1);
+        s.free(1);
         assert_eq!(s.take(3), Some(1));
-        assert_eq!(LaneState::new(0).take(1), None);
-        assert_eq!(LaneState::new(1).take(0), None);
-        let mut all = LaneState::new(64);
+        assert_eq!(LaneState::new(0, Arc::default()).take(1), None);
+        assert_eq!(LaneState::new(1, Arc::default()).take(0), None);
+        let mut all = LaneState::new(64, Arc::default());
         for _ in 1..64 {
             assert!(all.take(0).is_some());
         }
@@ -388,7 +418,7 @@ mod tests {
 
     #[test]
     fn tags_put_ids_in_their_lane() {
-        let s = LaneState::new(8);
+        let s = LaneState::new(8, Arc::default());
         for lane in 1..8 {
             let t = s.tag(lane);
             for r in [0u64, u64::MAX, 0x1234_5678_9abc_def1] {
@@ -399,7 +429,7 @@ mod tests {
 
     #[test]
     fn kicks_go_to_taken_lanes_of_client_rpcs_only() {
-        let mut s = LaneState::new(4);
+        let mut s = LaneState::new(4, Arc::default());
         let lane = s.take(2).unwrap();
         let peer = "127.0.0.1:9".parse().unwrap();
         let mine = RpcId {
@@ -426,7 +456,7 @@ mod tests {
 
     #[test]
     fn the_sweep_visits_free_lanes_in_turn() {
-        let mut s = LaneState::new(4);
+        let mut s = LaneState::new(4, Arc::default());
         s.take(2);
         let seen: Vec<_> = (0..4).map(|_| s.next_free().unwrap()).collect();
         assert_eq!(seen, vec![1, 3, 1, 3]);

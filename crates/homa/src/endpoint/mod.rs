@@ -207,6 +207,8 @@ pub(crate) struct Inner {
     /// The sockets of lanes 1.. beside `sock` (`Config::lanes`), opened by
     /// the first call that takes a lane (none if that failed).
     lanes: std::sync::OnceLock<Vec<Lane>>,
+    /// Which lanes calls hold (`LaneState::taken`, shared).
+    lane_taken: Arc<AtomicU64>,
     kick: Kick,
     local: SocketAddr,
     config: Config,
@@ -302,7 +304,8 @@ impl Endpoint {
         let seed = rand::random::<u64>();
         let mut core = homa_core::Endpoint::new(config.core.clone(), local, seed)
             .map_err(|e| Error::Config(e.to_string()))?;
-        let lane_state = LaneState::new(lane_count);
+        let lane_taken = Arc::new(AtomicU64::new(0));
+        let lane_state = LaneState::new(lane_count, lane_taken.clone());
         // Ids of RPCs not in a lane of their own are in lane 0.
         core.set_id_tag(lane_state.tag(0));
         let pacer = (config.core.link_mbps > 0).then(|| {
@@ -321,6 +324,7 @@ impl Endpoint {
             recv_bufs: Mutex::new(RecvBufs::new(config.recv_batch)),
             group,
             lanes: std::sync::OnceLock::new(),
+            lane_taken,
             send_queue: Mutex::new(SendQueue::default()),
             sock,
             local,
