@@ -321,7 +321,11 @@ impl Inner {
                 } else {
                     let wait = deadline.map_or(LANE_SLEEP, |d| (d - now).min(LANE_SLEEP));
                     if l.sock.bound_recv_wait(wait) {
-                        l.sock.recv_wait(rb, LANE_BATCH)
+                        let n = l.sock.recv_wait(rb, LANE_BATCH);
+                        if matches!(n, Ok(0)) {
+                            self.stats.lane_timeouts.fetch_add(1, Ordering::Relaxed);
+                        }
+                        n
                     } else {
                         // Nearer than the kernel's timeout can keep: ppoll.
                         let _ = sleep(l.sock.fd(), &self.kick, Some(wait));

@@ -75,6 +75,9 @@ pub struct RuntimeStats {
     pub lane_calls: u64,
     /// Calls that found every lane taken and waited as any thread does.
     pub lane_calls_refused: u64,
+    /// Sleeps in a lane's receive call that ended with nothing received
+    /// (its timeout, `LANE_SLEEP` at most, or the caller's deadline).
+    pub lane_timeouts: u64,
 }
 
 /// The runtime's counters, updated without the lock.
@@ -103,6 +106,7 @@ pub(super) struct Stats {
     pub(super) polled_waits: AtomicU64,
     pub(super) lane_calls: AtomicU64,
     pub(super) lane_calls_refused: AtomicU64,
+    pub(super) lane_timeouts: AtomicU64,
 }
 
 impl Stats {
@@ -134,6 +138,7 @@ impl Stats {
             polled_waits: get(&self.polled_waits),
             lane_calls: get(&self.lane_calls),
             lane_calls_refused: get(&self.lane_calls_refused),
+            lane_timeouts: get(&self.lane_timeouts),
         }
     }
 }
