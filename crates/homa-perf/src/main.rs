@@ -190,6 +190,12 @@ struct ClientArgs {
     /// instead of all sharing one.
     #[arg(long, conflicts_with = "pipelined")]
     endpoint_per_client: bool,
+    /// Homa: sockets on the client endpoint's address steered by RPC id
+    /// (the runtime configuration's `lanes`; 0 or 1: none): each
+    /// thread's call sleeps on a socket of its own while one is free. A
+    /// power of two up to 64.
+    #[arg(long, value_name = "N")]
+    lanes: Option<usize>,
     /// Give up on an RPC after this many milliseconds (counted as an error).
     #[arg(long, default_value_t = 5_000)]
     timeout_ms: u64,
@@ -392,6 +398,10 @@ fn run(cli: Cli) -> Result<()> {
             opts.warmup = a.warmup;
             opts.timeout = Duration::from_millis(a.timeout_ms.max(1));
             opts.homa_config = homa_config(a.config.as_ref())?;
+            if let Some(n) = a.lanes {
+                opts.homa_config.lanes = n;
+                opts.homa_config.check().context("--lanes")?;
+            }
             opts.pipelined = a.pipelined;
             opts.homa_endpoint_per_client = a.endpoint_per_client;
             opts.seed = a.seed;

@@ -100,6 +100,28 @@ fn homa_pipelined_client() {
 }
 
 #[test]
+fn homa_threads_calling_in_lanes() {
+    let s = server(Protocol::Homa, false, 2);
+    let mut c = client(Protocol::Homa, &s);
+    c.concurrency = 6;
+    c.homa_config.lanes = 4;
+    c.sizes = SizeSpec::Fixed(30_000);
+    let report = run_client(&c).unwrap();
+    check(&report, 200);
+    let rt = &report.homa_metrics.as_ref().unwrap()["runtime"];
+    let (taken, refused) = (
+        rt["lane_calls"].as_u64().unwrap(),
+        rt["lane_calls_refused"].as_u64().unwrap(),
+    );
+    // Six threads, three lanes: some calls in a lane, some without (the
+    // warm-up's 20 and the measured 200, and the calls threads had under
+    // way at the end).
+    assert!((220..=226).contains(&(taken + refused)), "{rt}");
+    assert!(taken > 0 && refused > 0, "{rt}");
+    s.shutdown();
+}
+
+#[test]
 fn tcp_pipelined_client() {
     // One thread, K nonblocking connections under one epoll: small
     // messages, messages far larger than the socket buffers (writes and
@@ -362,6 +384,15 @@ fn binary_reports_usage_errors_clearly() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--busy-threads must be at most"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line, no backtrace: {err}");
+
+    let o = homa_perf(&["client", "--server", "127.0.0.1:9", "--lanes", "3"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--lanes") && err.contains("power of two"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1, "one line, no backtrace: {err}");
 
     let o = homa_perf(&["server", "--bind", "127.0.0.1:0", "--work-us", "2000000"]);

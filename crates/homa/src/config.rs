@@ -259,8 +259,8 @@ pub const LOOPBACK_LINK: homa_core::Link = homa_core::Link {
 
 impl Config {
     /// Refuses settings the runtime cannot use (the core's are checked
-    /// when its endpoint is made).
-    pub(crate) fn check(&self) -> Result<(), Error> {
+    /// when its endpoint is made); [`crate::Endpoint::bind`] calls it.
+    pub fn check(&self) -> Result<(), Error> {
         let l = self.lanes;
         if l > crate::socket::MAX_LANES || (l > 1 && !l.is_power_of_two()) {
             return Err(Error::Config(format!(
