@@ -301,6 +301,9 @@ impl Inner {
         let polling = !busy
             && self.config.poll_us > 0
             && !(self.config.poll_adaptive && self.cpu.contended());
+        if polling {
+            self.stats.polled_waits.fetch_add(1, Ordering::Relaxed);
+        }
         let poll_until = clock + Duration::from_micros(self.config.poll_us);
         let (result, settled) = HANDOFF.with(|h| {
             loop {
