@@ -1570,3 +1570,4 @@ mod reap;
 mod settle;
 mod sird;
 mod stream;
+mod unproven;
