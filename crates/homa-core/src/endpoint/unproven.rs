@@ -100,8 +100,12 @@ impl Endpoint {
     #[cold]
     #[inline(never)]
     fn room_for_request_cold(&mut self, now: Nanos, dest: std::net::SocketAddr, len: u64) {
+        if dest.port() == 0 || dest.ip().is_unspecified() {
+            return; // refused anyway (`check_new_rpc`)
+        }
         while self.rpcs.len() >= self.config.max_rpcs as usize && self.evict_kept(now) {}
-        while self.sender.buffered + len > self.config.tx_buffer_limit && self.evict_kept(now) {}
+        let tx = self.config.tx_buffer_limit;
+        while len <= tx && self.sender.buffered + len > tx && self.evict_kept(now) {}
         while self.peers.get(&dest).is_none() && self.peers_full() && self.evict_kept(now) {}
     }
 }
