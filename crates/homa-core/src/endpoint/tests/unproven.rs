@@ -88,10 +88,10 @@ fn serve_all(server: &mut Endpoint, now: Nanos) -> Vec<Whole> {
 /// A spoofed request (its source never says anything again) costs its
 /// victim exactly what it cost before: the response's one DATA packet
 /// (with our CUTOFFS, which ride along with the answer to a complete
-/// request).
-/// The response is kept, silently, until the client could no longer be
-/// asking for it (`Config::dead_peer_ns` after it went out), then freed
-/// and remembered as done: a late copy of the request is not run again.
+/// request). The response is kept, silently, until the client could no
+/// longer be asking for it (`Config::dead_peer_ns` after it went out),
+/// then freed and remembered as done: a late copy of the request is not
+/// run again.
 #[test]
 fn a_kept_response_sends_nothing_more_to_its_unproven_client() {
     let config = Config::default();
