@@ -164,6 +164,13 @@ pub struct Metrics {
     /// Timer rounds of server RPCs whose client has never shown it hears
     /// us (see `Peer::proven`): counted towards giving up, nothing sent.
     pub silent_rounds: u64,
+    /// Fully sent responses kept, with no packet sent, after their
+    /// unproven client's silent rounds, until the client could still be
+    /// asking for them (`Config::dead_peer_ns`): its RESEND then gets them.
+    pub unproven_responses_kept: u64,
+    /// Of those, responses freed early because a new RPC needed the room
+    /// (the RPC table, the peer table or the send buffer was full).
+    pub unproven_responses_evicted: u64,
     /// Acknowledged RPCs forgotten before `ack_memory_ns` because
     /// `max_remembered_acks` was reached.
     pub acks_forgotten_early: u64,

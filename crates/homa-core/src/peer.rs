@@ -75,9 +75,11 @@ pub struct Peer {
     /// ack of our response, its cutoffs), sent a second packet for one of
     /// its RPCs, or we chose to talk to it. An idle peer that never did
     /// (e.g. the spoofed source of a first packet that went nowhere) is
-    /// forgotten at once, and its server RPCs give up after two timer
-    /// rounds. (A blind attacker can make a peer proven only by sending
-    /// more packets for the RPCs it started.)
+    /// forgotten at once, and its server RPCs give up after two silent
+    /// timer rounds, except a fully sent response, kept (no packet sent)
+    /// while the client may still ask for it or until the room is needed
+    /// (`endpoint::unproven`). (A blind attacker can make a peer proven
+    /// only by sending more packets for the RPCs it started.)
     pub proven: bool,
     /// Key in the table's idle set while the peer is idle.
     idle_since: Option<Nanos>,

@@ -144,6 +144,10 @@ pub struct Rpc {
     pub embryo: Option<Nanos>,
     /// Probe rounds sent (timer rounds of [`Wait::Probe`]).
     pub probes: u32,
+    /// A server's fully sent response kept for a client that has not
+    /// shown it hears us, past that client's silent rounds: when it was
+    /// kept (ns), its key in the endpoint's eviction order (oldest first).
+    pub kept: Option<Nanos>,
     /// Ended, waiting to be freed: absent to every lookup of the RPC
     /// table (see [`crate::rpc_table::RpcTable::kill`]).
     pub(crate) dead: bool,
@@ -165,6 +169,7 @@ impl Rpc {
             in_grant_policy: false,
             embryo: None,
             probes: 0,
+            kept: None,
             dead: false,
         }
     }

@@ -366,6 +366,16 @@ impl Endpoint {
             if !full && !no_memory {
                 break;
             }
+            // A response kept for an unproven client goes first (it would
+            // have been given up already): it holds no receive memory.
+            if full && !self.kept.is_empty() {
+                if std::mem::take(owed) {
+                    self.refresh_owed(now, id.peer);
+                }
+                if self.evict_kept(now) {
+                    continue;
+                }
+            }
             match self.stalest_embryo() {
                 Some((t, victim)) if t + self.config.tick_ns <= now => {
                     if std::mem::take(owed) {
@@ -384,6 +394,12 @@ impl Endpoint {
                     return false;
                 }
             }
+        }
+        if self.peers.get(&id.peer).is_none() && self.peers_full() && !self.kept.is_empty() {
+            if std::mem::take(owed) {
+                self.refresh_owed(now, id.peer);
+            }
+            while self.peers_full() && self.evict_kept(now) {}
         }
         let Ok(p) = self.peers.get_or_create(id.peer) else {
             self.metrics.refused_peer_limit += 1;

@@ -54,6 +54,7 @@ mod receiver;
 mod sender;
 mod stream;
 mod timer;
+mod unproven;
 
 pub use diag::RpcSnapshot;
 pub use ingress::PacketMeta;
@@ -77,7 +78,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use receiver::Receiver;
 use sender::Sender;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use tracing::trace;
 
@@ -116,6 +117,9 @@ pub struct Endpoint {
     receiver: Receiver,
     sender: Sender,
     acked: AckMemory,
+    /// Fully sent responses kept for unproven clients (see `unproven`), as
+    /// (when kept, RPC), oldest first: live RPCs only.
+    kept: BTreeSet<(Nanos, RpcId)>,
     events: VecDeque<Event>,
     /// Stream events ([`crate::stream::StreamEvent`]), apart from `events`
     /// so that drivers without streams see no new `Event` variant.
@@ -193,6 +197,7 @@ impl Endpoint {
             stray_need_ack_tick: 0,
             stray_need_ack_replies: 0,
             acked: AckMemory::default(),
+            kept: BTreeSet::new(),
             events: VecDeque::new(),
             stream_events: VecDeque::new(),
             client_rpcs: 0,
@@ -316,6 +321,7 @@ impl Endpoint {
         tag: IdTag,
     ) -> Result<RpcId, Error> {
         self.check_length(message.len())?;
+        self.room_for_request(now, dest, message.len() as u64);
         self.check_new_rpc(dest)?;
         let len = message.len() as u32;
         if self.sender.buffered + len as u64 > self.config.tx_buffer_limit {
@@ -641,6 +647,9 @@ impl Endpoint {
     /// leaving it in the table; returns whether it is a client RPC.
     fn unfile_rpc(&mut self, id: RpcId) -> Option<bool> {
         let rpc = self.rpcs.get_mut(&id)?;
+        if let Some(k) = rpc.kept.take() {
+            self.kept.remove(&(k, id));
+        }
         // A stream's queued messages give back their buffer.
         if let Phase::Stream(s) = &rpc.phase {
             self.sender.buffered -= s.queued_bytes;

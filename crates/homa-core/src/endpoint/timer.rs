@@ -6,7 +6,7 @@
 //! `timer_packets_per_peer` packets per peer per tick; after
 //! `timeout_resends` unanswered rounds it gives up.
 
-use super::Endpoint;
+use super::{unproven, Endpoint};
 use crate::event::{RpcError, RpcId};
 use crate::rpc::{Phase, Rpc, Wait};
 use crate::timers::{Timer, TimerTable};
@@ -16,6 +16,8 @@ use tracing::trace;
 
 /// Timer rounds a server RPC gets before it gives up when its client has
 /// never answered anything we sent (see `Peer::proven`); they are silent.
+/// (A fully sent response is then kept a while longer, still silent: see
+/// `unproven`.)
 pub(super) const UNPROVEN_ROUNDS: u32 = 2;
 
 /// Most ticks between two GRANTs a probe repeats for an incoming message
@@ -206,6 +208,16 @@ impl Endpoint {
             .is_some();
         let rpc = self.rpcs.get_mut(&id).expect("present");
         if rpc.unanswered >= limit || unreachable {
+            // A fully sent response of an unproven client is kept (memory
+            // only) while the client may still ask for it: its RESEND
+            // proves it and gets the response (`unproven`).
+            if !proven && !unreachable && rpc.lenient_wait_for(wait) {
+                let until = unproven::kept_until(&self.config, rpc);
+                if now < until {
+                    self.keep_response(now, id, until);
+                    return false;
+                }
+            }
             return self.give_up(now, id, wait);
         }
         if !proven {

@@ -1608,3 +1608,4 @@ mod reap;
 mod settle;
 mod sird;
 mod stream;
+mod unproven;
