@@ -319,7 +319,8 @@ impl Inner {
                 if deadline.is_some_and(|d| now >= d) {
                     break (Err(Error::Timeout), false);
                 }
-                let n = if busy || (polling && now < poll_until) {
+                let spinning = busy || (polling && now < poll_until);
+                let n = if spinning {
                     l.sock.recv(rb, LANE_BATCH)
                 } else {
                     let wait = deadline.map_or(LANE_SLEEP, |d| (d - now).min(LANE_SLEEP));
@@ -336,8 +337,10 @@ impl Inner {
                     }
                 };
                 // Woken by a kick (an abort, a shutdown, an outcome through
-                // another thread) or by the timeout: look again.
-                if self.take_lane_input(rb, n) {
+                // another thread) or by the timeout: look again. (Not after
+                // each empty poll: that would take the lock on every spin.)
+                let empty = matches!(n, Ok(0) | Err(_));
+                if self.take_lane_input(rb, n) || (empty && !spinning) {
                     first = self.lock().clients.collect(id, h);
                 }
             }
@@ -356,14 +359,14 @@ impl Inner {
 
     /// Hands `n` datagrams read from a lane to the core and ends the round
     /// (no timers: the main socket's reader runs them). True when there
-    /// was nothing or a kick among them.
+    /// was a kick among them.
     fn take_lane_input(&self, rb: &mut RecvBufs, n: io::Result<usize>) -> bool {
         let n = match n {
-            Ok(0) => return true,
+            Ok(0) => return false,
             Ok(n) => n,
             Err(e) => {
                 tracing::warn!(error = %e, "lane receive failed");
-                return true;
+                return false;
             }
         };
         self.stats.recv_calls.fetch_add(1, Ordering::Relaxed);
