@@ -381,7 +381,9 @@ impl Endpoint {
     }
 
     /// Sends `request` to `dest` and waits up to `timeout` for the response.
-    /// On timeout the RPC is aborted.
+    /// On timeout the RPC is aborted. With [`Config::lanes`] the thread
+    /// waits in a lane of its own while one is free (`RuntimeStats::
+    /// lane_calls`), else as [`Endpoint::recv_response`] does.
     pub fn call(
         &self,
         dest: SocketAddr,
