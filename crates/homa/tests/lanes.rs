@@ -81,6 +81,61 @@ fn calls_in_lanes_get_their_own_answers() {
 }
 
 #[test]
+fn calls_in_lanes_survive_loss_duplication_and_reordering() {
+    // The fault shim on both ends (the client's holds back packets its
+    // lanes read, released by whichever thread reads next).
+    let faulty = |seed, lanes| {
+        let mut c = Config::loopback();
+        c.lanes = lanes;
+        let mut f = homa::FaultInjection::loss(0.05, seed);
+        f.duplicate_rate = 0.05;
+        f.reorder_rate = 0.05;
+        f.recv_drop_rate = 0.05;
+        f.recv_duplicate_rate = 0.05;
+        f.recv_reorder_rate = 0.05;
+        c.fault_injection = Some(f);
+        c
+    };
+    let server = Endpoint::bind(any(), faulty(7, 0)).unwrap();
+    let hs: Vec<_> = (0..2)
+        .map(|_| {
+            let s = server.clone();
+            thread::spawn(move || {
+                while let Ok(req) = s.recv_request(None) {
+                    let _ = s.reply(req.id, req.message);
+                }
+            })
+        })
+        .collect();
+    let dest = server.local_addr();
+    let client = Endpoint::bind(any(), faulty(11, 4)).unwrap();
+    let ts: Vec<_> = (0..4)
+        .map(|t| {
+            let c = client.clone();
+            thread::spawn(move || {
+                for i in 0..25usize {
+                    let len = [1, 1_000, 60_000, 300_000][(t + i) % 4];
+                    let req = Bytes::from(vec![(t * 31 + i) as u8; len]);
+                    let resp = c.call(dest, req.clone(), Duration::from_secs(30));
+                    assert_eq!(resp.unwrap(), req, "thread {t} call {i}");
+                }
+            })
+        })
+        .collect();
+    for t in ts {
+        t.join().unwrap();
+    }
+    let s = client.runtime_stats();
+    assert!(s.lane_calls > 0, "{s:?}");
+    assert!(s.injected_drops > 0 && s.injected_recv_drops > 0, "{s:?}");
+    drop(client);
+    server.shutdown();
+    for h in hs {
+        h.join().unwrap();
+    }
+}
+
+#[test]
 fn a_call_in_a_lane_times_out_and_its_lane_is_free_again() {
     // A server that never answers.
     let silent = Endpoint::bind(any(), Config::loopback()).unwrap();
