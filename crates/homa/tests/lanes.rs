@@ -193,6 +193,29 @@ fn an_abort_from_another_thread_reaches_the_lane() {
 }
 
 #[test]
+fn calls_in_lanes_over_ipv6() {
+    let v6: SocketAddr = "[::1]:0".parse().unwrap();
+    let server = Endpoint::bind(v6, Config::loopback()).unwrap();
+    let s = server.clone();
+    let h = thread::spawn(move || {
+        while let Ok(req) = s.recv_request(None) {
+            let _ = s.reply(req.id, req.message);
+        }
+    });
+    let client = Endpoint::bind(v6, lanes(2)).unwrap();
+    for i in 0..20u8 {
+        let req = Bytes::from(vec![i; 1 + i as usize * 5_000]);
+        let resp = client
+            .call(server.local_addr(), req.clone(), Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(resp, req);
+    }
+    assert_eq!(client.runtime_stats().lane_calls, 20);
+    server.shutdown();
+    h.join().unwrap();
+}
+
+#[test]
 fn a_bad_lane_count_is_refused() {
     for n in [3, 65, 100] {
         let e = Endpoint::bind(any(), lanes(n)).unwrap_err();
