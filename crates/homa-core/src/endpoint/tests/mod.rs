@@ -1612,8 +1612,10 @@ fn idle_peers_are_forgotten() {
 /// instead of 100 (seen in `faults.rs` under load: rounds 2 ms apart).
 #[test]
 fn rounds_after_a_late_timer_keep_their_interval() {
-    let mut config = Config::default();
-    config.timeout_resends = 20;
+    let config = Config {
+        timeout_resends: 20,
+        ..Config::default()
+    };
     let tick = config.tick_ns;
     let interval = config.resend_interval as u64;
     let mut net = Net::new(2, config.clone());
