@@ -267,8 +267,16 @@ impl Endpoint {
         } else {
             rpc.unanswered += 1;
         }
-        // (A late timer does not fire a burst of rounds to catch up.)
-        let next = due(&self.config, rpc).max(on_tick(&self.config, now + self.config.tick_ns));
+        // The next round comes `resend_interval` ticks after this one even
+        // when this one ran late (a driver descheduled for a while): the
+        // schedule counts from the last sign of life, so after a late round
+        // it would otherwise fire every tick until it caught up, and a
+        // stall of a few tens of milliseconds would cut the patience of
+        // `timeout_resends` rounds to a fraction. (On time, both agree.)
+        let next = due(&self.config, rpc).max(on_tick(
+            &self.config,
+            now + interval.max(self.config.tick_ns),
+        ));
         file_rpc_timer(&mut self.timers, id, rpc, next);
         // (`timeouts` counts the rounds that ask for data or probe, as
         // before; NEED_ACKs have their own counter.)

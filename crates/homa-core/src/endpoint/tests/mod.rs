@@ -1602,6 +1602,68 @@ fn idle_peers_are_forgotten() {
     }
 }
 
+/// A timer that runs late (a driver descheduled for tens of
+/// milliseconds on a loaded host) must not shorten the patience that
+/// follows: the rounds after it stay `resend_interval` ticks apart. Before,
+/// the next round was due `unanswered × resend_interval` ticks after the
+/// RPC last heard from its peer, so after a stall of 60 ticks every later
+/// round came one tick after the last until the schedule caught up: a
+/// client gave up on a live server after 20 rounds in about 25 ms
+/// instead of 100 (seen in `faults.rs` under load: rounds 2 ms apart).
+#[test]
+fn rounds_after_a_late_timer_keep_their_interval() {
+    let config = Config {
+        timeout_resends: 20,
+        ..Config::default()
+    };
+    let tick = config.tick_ns;
+    let interval = config.resend_interval as u64;
+    let mut net = Net::new(2, config.clone());
+    let rpc = net.eps[0]
+        .send_request(0, addr(1), payload(100, 1))
+        .unwrap();
+    // The request and everything after it are lost.
+    net.pump_with(|_, _| true);
+    // The client's driver sleeps through its first rounds: its timers run
+    // next 60 ticks later, then every tick.
+    net.now = 60 * tick;
+    let mut rounds = Vec::new();
+    let mut failed_at = None;
+    for _ in 0..400 {
+        net.eps[0].handle_timeout(net.now);
+        for (_, t) in net.pump_with(|_, _| true) {
+            if matches!(parse(&t).body, Body::Resend { .. }) {
+                rounds.push(net.now / tick);
+            }
+        }
+        if net
+            .events(0)
+            .iter()
+            .any(|e| matches!(e, Event::Failed { rpc: r, error: RpcError::PeerDead } if *r == rpc))
+        {
+            failed_at = Some(net.now / tick);
+            break;
+        }
+        net.now += tick;
+    }
+    for w in rounds.windows(2) {
+        assert!(
+            w[1] - w[0] >= interval,
+            "rounds at ticks {rounds:?}: {} and {} too close",
+            w[0],
+            w[1]
+        );
+    }
+    // Still all `timeout_resends` rounds, and the RPC fails only after
+    // them, `timeout_resends` intervals after the stall.
+    assert_eq!(rounds.len() as u32, config.timeout_resends);
+    let failed_at = failed_at.expect("the RPC fails in the end");
+    assert!(
+        failed_at >= 60 + config.timeout_resends as u64 * interval,
+        "failed at tick {failed_at}"
+    );
+}
+
 mod bytedance;
 mod linux;
 mod reap;
