@@ -20,17 +20,24 @@ fn lanes(n: usize) -> Config {
     c
 }
 
-/// A server answering each request with its bytes reversed, on `threads`
-/// threads, until the endpoint closes.
-fn echo_server(threads: usize) -> (Endpoint, Vec<thread::JoinHandle<()>>) {
-    let server = Endpoint::bind(any(), Config::loopback()).unwrap();
+/// A server on `at` answering each request with its bytes (reversed if
+/// `reverse`), on `threads` threads, until the endpoint is shut down.
+fn echo_server(
+    at: SocketAddr,
+    config: Config,
+    threads: usize,
+    reverse: bool,
+) -> (Endpoint, Vec<thread::JoinHandle<()>>) {
+    let server = Endpoint::bind(at, config).unwrap();
     let hs = (0..threads)
         .map(|_| {
             let s = server.clone();
             thread::spawn(move || {
                 while let Ok(req) = s.recv_request(None) {
                     let mut v = req.message.to_vec();
-                    v.reverse();
+                    if reverse {
+                        v.reverse();
+                    }
                     let _ = s.reply(req.id, Bytes::from(v));
                 }
             })
@@ -41,7 +48,7 @@ fn echo_server(threads: usize) -> (Endpoint, Vec<thread::JoinHandle<()>>) {
 
 #[test]
 fn calls_in_lanes_get_their_own_answers() {
-    let (server, hs) = echo_server(2);
+    let (server, hs) = echo_server(any(), Config::loopback(), 2, true);
     let dest = server.local_addr();
     let client = Endpoint::bind(any(), lanes(4)).unwrap();
     // 8 threads, 3 free lanes: most calls in a lane, the others as before.
@@ -96,17 +103,7 @@ fn calls_in_lanes_survive_loss_duplication_and_reordering() {
         c.fault_injection = Some(f);
         c
     };
-    let server = Endpoint::bind(any(), faulty(7, 0)).unwrap();
-    let hs: Vec<_> = (0..2)
-        .map(|_| {
-            let s = server.clone();
-            thread::spawn(move || {
-                while let Ok(req) = s.recv_request(None) {
-                    let _ = s.reply(req.id, req.message);
-                }
-            })
-        })
-        .collect();
+    let (server, hs) = echo_server(any(), faulty(7, 0), 2, false);
     let dest = server.local_addr();
     let client = Endpoint::bind(any(), faulty(11, 4)).unwrap();
     let ts: Vec<_> = (0..4)
@@ -195,13 +192,7 @@ fn an_abort_from_another_thread_reaches_the_lane() {
 #[test]
 fn calls_in_lanes_over_ipv6() {
     let v6: SocketAddr = "[::1]:0".parse().unwrap();
-    let server = Endpoint::bind(v6, Config::loopback()).unwrap();
-    let s = server.clone();
-    let h = thread::spawn(move || {
-        while let Ok(req) = s.recv_request(None) {
-            let _ = s.reply(req.id, req.message);
-        }
-    });
+    let (server, hs) = echo_server(v6, Config::loopback(), 1, false);
     let client = Endpoint::bind(v6, lanes(2)).unwrap();
     for i in 0..20u8 {
         let req = Bytes::from(vec![i; 1 + i as usize * 5_000]);
@@ -212,7 +203,9 @@ fn calls_in_lanes_over_ipv6() {
     }
     assert_eq!(client.runtime_stats().lane_calls, 20);
     server.shutdown();
-    h.join().unwrap();
+    for h in hs {
+        h.join().unwrap();
+    }
 }
 
 #[test]
