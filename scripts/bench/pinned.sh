@@ -1,8 +1,8 @@
 #!/bin/bash
-# usage: [T=server threads] [SECS=2] pinned.sh BIN PROTO [client args]: server on CPU 1, client on CPU 0; RPC/s and CPU us/RPC each side
+# usage: [T=server threads] [SECS=2] [SARGS=server args] pinned.sh BIN PROTO [client args]: server on CPU 1, client on CPU 0; RPC/s and CPU us/RPC each side
 B=$1; P=$2; shift 2
 port=$((4700 + RANDOM % 50))
-taskset -c 1 $B server --protocol $P --bind 127.0.0.1:$port --threads ${T:-1} >/dev/null 2>&1 & S=$!
+taskset -c 1 $B server --protocol $P --bind 127.0.0.1:$port --threads ${T:-1} $SARGS >/dev/null 2>&1 & S=$!
 sleep 0.3
 c0=$(awk '{print $14+$15}' /proc/$S/stat)
 perf stat -x, -e context-switches,task-clock -o /tmp/pin.perf taskset -c 0 $B client --protocol $P --server 127.0.0.1:$port --seconds ${SECS:-2} --json "$@" > /tmp/pin.json 2>/dev/null
