@@ -91,7 +91,7 @@ mod wake;
 pub use async_api::AsyncEndpoint;
 #[cfg(feature = "tokio")]
 pub use async_stream::AsyncStream;
-pub use config::{Config, FaultInjection, Transport};
+pub use config::{Config, FaultInjection, Transport, LOOPBACK_LINK};
 pub use endpoint::{Endpoint, Request, RuntimeStats};
 pub use error::Error;
 pub use homa_core::{Message, Metrics, RpcId};
