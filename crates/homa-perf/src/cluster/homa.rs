@@ -1,8 +1,10 @@
 //! Cluster mode over Homa: a client endpoint of its own (the node's IP, an
 //! automatic port) next to the node's server endpoint.
 
+use super::load::{Issuer, Pending, Tally};
+use super::plan::Plan;
 use super::unloaded::Prober;
-use super::{lock, Issuer, Pending, Plan, ResponseSize, Tally};
+use super::{lock, ResponseSize};
 use crate::error::PerfError;
 use ::homa::{Endpoint, RpcId};
 use bytes::Bytes;
@@ -183,7 +185,7 @@ impl LoadedHoma {
     /// Drains and stops the receiver (the endpoint keeps serving until the
     /// node shuts its server down). Returns the outcomes.
     pub(super) fn finish(mut self, drain: Duration) -> Result<Tally, PerfError> {
-        super::drain_wait(|| self.outstanding(), drain);
+        super::load::drain_wait(|| self.outstanding(), drain);
         let tally = self.stop_receiver();
         tally
             .map(|mut t| {

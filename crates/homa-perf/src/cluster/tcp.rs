@@ -7,8 +7,10 @@
 //! wanted response size` (little-endian) and the payload; a response is
 //! `u32 length` and the payload.
 
+use super::load::{Issuer, Pending, Tally};
+use super::plan::Plan;
 use super::unloaded::Prober;
-use super::{lock, Issuer, Pending, Plan, ResponseSize, Tally};
+use super::{lock, ResponseSize};
 use crate::error::PerfError;
 use crate::proto::{read_full, read_full_checked, write_two, Interrupt, MAX_TCP_MESSAGE};
 use std::collections::VecDeque;
@@ -202,7 +204,7 @@ impl LoadedTcp {
 
     /// Drains, then stops every connection; returns the outcomes.
     pub(super) fn finish(mut self, drain: Duration) -> Result<Tally, PerfError> {
-        super::drain_wait(|| self.outstanding(), drain);
+        super::load::drain_wait(|| self.outstanding(), drain);
         let mut tally = std::mem::take(&mut self.send_failures);
         let mut panicked = None;
         for t in self.stop_all() {

@@ -1,7 +1,9 @@
 //! Unloaded round trips: one RPC outstanding at a time, a fixed number per
 //! size, peers in turn.
 
-use super::{nanos, Pending, Plan, Tally, UnloadedPoint};
+use super::load::{Pending, Tally};
+use super::plan::Plan;
+use super::{nanos, UnloadedPoint};
 use std::time::{Duration, Instant};
 
 /// Longest pause between two probes.
