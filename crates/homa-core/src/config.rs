@@ -263,8 +263,11 @@ pub struct Config {
     /// Most timer-driven packets (RESEND, NEED_ACK, probes) sent to one peer
     /// per tick; the rest wait for the next tick.
     pub timer_packets_per_peer: u32,
-    /// Bytes a message may retransmit over its life, in percent of its
-    /// length (plus `timeout_resends` packets). RESENDs beyond it get BUSY.
+    /// Bytes a message may retransmit over its life in whole ranges, in
+    /// percent of its length (plus `timeout_resends` packets); as many again
+    /// one packet per RESEND, at most one per half `resend_interval`, so a
+    /// live receiver that lost a packet after the first allowance went to
+    /// late copies still gets it. RESENDs beyond both get BUSY.
     pub retransmit_pct: u32,
     /// Most acknowledged RPCs remembered against stale duplicates; beyond
     /// it the oldest are forgotten early (counted).

@@ -145,7 +145,8 @@ pub struct Metrics {
     pub rpcs_evicted: u64,
     /// RESENDs ignored: the range was just retransmitted or is queued.
     pub resends_duplicate: u64,
-    /// RESENDs ignored: the message used its retransmission budget.
+    /// RESENDs ignored: the message used its retransmission budget (both
+    /// allowances, or the one-packet allowance within its cooldown).
     pub resends_over_budget: u64,
     /// NEED_ACKs sent.
     pub need_acks_sent: u64,

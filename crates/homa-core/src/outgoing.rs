@@ -58,8 +58,14 @@ pub struct OutMessage {
     /// Ranges retransmitted recently and when (ns): a RESEND for them within
     /// the cooldown is a duplicate.
     served: VecDeque<(u32, u32, u64)>,
-    /// Bytes this message may still retransmit.
+    /// Bytes this message may still retransmit in whole ranges.
     retransmit_budget: u64,
+    /// Bytes it may still retransmit once `retransmit_budget` is spent: one
+    /// packet per RESEND, at most one per cooldown (`trickle_at`). See
+    /// [`OutMessage::resend`].
+    trickle_budget: u64,
+    /// When (ns) a packet of `trickle_budget` may next go.
+    trickle_at: u64,
     /// Creation order, for the pacer's FIFO share and tie-breaking.
     pub seq: u64,
     /// A packet of this message went out. A message with no unscheduled
@@ -72,7 +78,8 @@ pub struct OutMessage {
 impl OutMessage {
     /// A message whose first `unsched_limit` bytes (already rounded up to
     /// whole packets by the caller) go without grants. It may retransmit
-    /// `retransmit_budget` bytes over its life.
+    /// `retransmit_budget` bytes over its life in whole ranges, and as many
+    /// again one packet at a time (see [`OutMessage::resend`]).
     pub fn new(
         data: Bytes,
         unsched_limit: u32,
@@ -85,6 +92,8 @@ impl OutMessage {
         OutMessage {
             served: VecDeque::new(),
             retransmit_budget,
+            trickle_budget: retransmit_budget,
+            trickle_at: 0,
             data,
             length,
             next_offset: 0,
@@ -214,10 +223,22 @@ impl OutMessage {
     /// receiver repeats its GRANT to repair a lost one). A range served less
     /// than `cooldown` ns ago is not sent again, and the message never
     /// retransmits more than its budget.
+    ///
+    /// Once the budget is spent, a RESEND still obtains the first packet
+    /// (`max_payload` bytes) of its range, at most one such packet per
+    /// `cooldown`, from a second allowance as large as the first. A receiver
+    /// behind a stall asks again for bytes whose copies are only late, and
+    /// each such round used to retransmit its whole range: the budget could
+    /// go to copies that all arrived, and a packet really lost afterwards
+    /// was then refused for good (BUSY), although the receiver was alive and
+    /// asking. Its RPC could only time out. The total stays bounded (twice
+    /// the budget), and beyond the budget a RESEND never obtains more than
+    /// one packet.
     pub fn resend(
         &mut self,
         now: u64,
         cooldown: u64,
+        max_payload: u32,
         offset: u32,
         length: u32,
         priority: u8,
@@ -249,19 +270,31 @@ impl OutMessage {
         {
             return ResendOutcome::Duplicate;
         }
-        let bytes = (sent_end - offset) as u64;
-        if bytes > self.retransmit_budget {
-            return ResendOutcome::OverBudget;
-        }
+        let bulk = (sent_end - offset) as u64 <= self.retransmit_budget;
+        let end = if bulk {
+            sent_end
+        } else {
+            let one = (sent_end - offset).min(max_payload.max(1));
+            if one as u64 > self.trickle_budget || now < self.trickle_at {
+                return ResendOutcome::OverBudget;
+            }
+            offset + one
+        };
         if self.resend.len() >= MAX_RESEND_RANGES {
             return ResendOutcome::Duplicate;
         }
-        self.retransmit_budget -= bytes;
-        self.resend.push_back((offset, sent_end, priority));
+        let bytes = (end - offset) as u64;
+        if bulk {
+            self.retransmit_budget -= bytes;
+        } else {
+            self.trickle_budget -= bytes;
+            self.trickle_at = now.saturating_add(cooldown);
+        }
+        self.resend.push_back((offset, end, priority));
         if self.served.len() >= MAX_RESEND_RANGES {
             self.served.pop_front();
         }
-        self.served.push_back((offset, sent_end, now));
+        self.served.push_back((offset, end, now));
         ResendOutcome::Queued
     }
 
@@ -332,7 +365,7 @@ mod tests {
         let c = m.next_chunk(1_000).unwrap();
         assert_eq!((c.offset, c.len), (0, 0));
         assert!(m.all_sent() && !m.has_sendable());
-        assert_eq!(m.resend(0, 10, 0, 0, 7), ResendOutcome::Queued);
+        assert_eq!(m.resend(0, 10, 1_000, 0, 0, 7), ResendOutcome::Queued);
         assert!(m.has_sendable());
     }
 
@@ -342,7 +375,10 @@ mod tests {
         while m.next_chunk(1_000).is_some() {}
         // Range partly sent: only the sent part is retransmitted, and
         // nothing beyond the grant becomes sendable.
-        assert_eq!(m.resend(0, 10, 2_500, 2_000, 5), ResendOutcome::Queued);
+        assert_eq!(
+            m.resend(0, 10, 1_000, 2_500, 2_000, 5),
+            ResendOutcome::Queued
+        );
         assert_eq!(m.granted, 3_000);
         let c = m.next_chunk(1_000).unwrap();
         assert_eq!(
@@ -352,21 +388,27 @@ mod tests {
         assert_eq!(m.next_chunk(1_000), None);
         // Range entirely unsent: nothing to retransmit → caller sends BUSY.
         let mut m = msg(10_000, 3_000);
-        assert_eq!(m.resend(0, 10, 0, 100, 5), ResendOutcome::NotSentYet);
+        assert_eq!(m.resend(0, 10, 1_000, 0, 100, 5), ResendOutcome::NotSentYet);
     }
 
     #[test]
     fn resends_within_the_cooldown_are_duplicates() {
         let mut m = msg(10_000, 3_000);
         while m.next_chunk(1_000).is_some() {}
-        assert_eq!(m.resend(0, 10, 0, 1_000, 5), ResendOutcome::Queued);
+        assert_eq!(m.resend(0, 10, 1_000, 0, 1_000, 5), ResendOutcome::Queued);
         // Still queued: a duplicate.
-        assert_eq!(m.resend(1, 10, 0, 1_000, 5), ResendOutcome::Duplicate);
+        assert_eq!(
+            m.resend(1, 10, 1_000, 0, 1_000, 5),
+            ResendOutcome::Duplicate
+        );
         assert!(m.next_chunk(1_000).unwrap().retransmit);
         // Sent, but within the cooldown: still a duplicate.
-        assert_eq!(m.resend(5, 10, 0, 1_000, 5), ResendOutcome::Duplicate);
+        assert_eq!(
+            m.resend(5, 10, 1_000, 0, 1_000, 5),
+            ResendOutcome::Duplicate
+        );
         // After the cooldown it goes again.
-        assert_eq!(m.resend(10, 10, 0, 1_000, 5), ResendOutcome::Queued);
+        assert_eq!(m.resend(10, 10, 1_000, 0, 1_000, 5), ResendOutcome::Queued);
     }
 
     #[test]
@@ -374,18 +416,61 @@ mod tests {
         let mut m = OutMessage::new(Bytes::from(vec![7u8; 3_000]), 3_000, 6, 0, 4_000);
         while m.next_chunk(1_000).is_some() {}
         let mut t = 0;
-        let mut queued = 0;
+        let mut queued = Vec::new();
         loop {
-            match m.resend(t, 1, 0, 3_000, 5) {
-                ResendOutcome::Queued => queued += 1,
+            match m.resend(t, 1, 1_000, 0, 3_000, 5) {
+                ResendOutcome::Queued => {
+                    let mut bytes = 0;
+                    while let Some(c) = m.next_chunk(1_000) {
+                        bytes += c.len;
+                    }
+                    queued.push(bytes);
+                }
                 ResendOutcome::OverBudget => break,
                 other => panic!("{other:?}"),
             }
-            while m.next_chunk(1_000).is_some() {}
             t += 1;
         }
-        // 4,000 bytes of budget: one whole retransmission of 3,000.
-        assert_eq!(queued, 1);
+        // 4,000 bytes of budget: one whole retransmission of 3,000; then
+        // 4,000 more, one packet per RESEND.
+        assert_eq!(queued, [3_000, 1_000, 1_000, 1_000, 1_000]);
+    }
+
+    #[test]
+    fn over_the_budget_a_resend_gets_one_packet_per_cooldown() {
+        let mut m = OutMessage::new(Bytes::from(vec![7u8; 10_000]), 10_000, 6, 0, 5_000);
+        while m.next_chunk(1_000).is_some() {}
+        // The whole range fits the budget once.
+        assert_eq!(m.resend(0, 10, 1_000, 0, 5_000, 5), ResendOutcome::Queued);
+        while m.next_chunk(1_000).is_some() {}
+        // Then only its first packet, not again within the cooldown (for
+        // any range of the message), and the budget's 5,000 bytes again at
+        // most.
+        assert_eq!(
+            m.resend(10, 10, 1_000, 2_000, 3_000, 5),
+            ResendOutcome::Queued
+        );
+        let c = m.next_chunk(1_000).unwrap();
+        assert_eq!((c.offset, c.len, c.retransmit), (2_000, 1_000, true));
+        assert_eq!(m.next_chunk(1_000), None);
+        assert_eq!(
+            m.resend(15, 10, 1_000, 6_000, 1_000, 5),
+            ResendOutcome::OverBudget
+        );
+        let mut sent = 1_000;
+        for t in (20..).step_by(10) {
+            match m.resend(t, 10, 1_000, 6_000, 3_000, 5) {
+                ResendOutcome::Queued => {
+                    while let Some(c) = m.next_chunk(1_000) {
+                        assert_eq!((c.offset, c.len), (6_000, 1_000));
+                        sent += c.len;
+                    }
+                }
+                ResendOutcome::OverBudget => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(sent, 5_000);
     }
 
     #[test]

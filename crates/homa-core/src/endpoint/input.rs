@@ -654,11 +654,11 @@ impl Endpoint {
                         // Only the announcing packet went out (a request
                         // for credit) and the peer has nothing: announce
                         // again.
-                        m.resend(now, cooldown, 0, 0, priority)
+                        m.resend(now, cooldown, max_payload, 0, 0, priority)
                     } else if length == 0 && m.length > 0 {
                         ResendOutcome::NotSentYet
                     } else {
-                        m.resend(now, cooldown, offset, length, priority)
+                        m.resend(now, cooldown, max_payload, offset, length, priority)
                     }
                 }
                 None => ResendOutcome::NotSentYet,

@@ -524,9 +524,11 @@ impl Endpoint {
         }
     }
 
-    /// Bytes a message of `len` bytes may retransmit over its life:
-    /// `retransmit_pct` of it, plus one packet for each round a receiver
-    /// may ask before giving up (a short message may need several tries).
+    /// Bytes a message of `len` bytes may retransmit over its life in whole
+    /// ranges: `retransmit_pct` of it, plus one packet for each round a
+    /// receiver may ask before giving up (a short message may need several
+    /// tries). As many again may go one packet at a time
+    /// (`OutMessage::resend`).
     fn retransmit_budget(&self, len: u32) -> u64 {
         let c = &self.config;
         len as u64 * c.retransmit_pct as u64 / 100

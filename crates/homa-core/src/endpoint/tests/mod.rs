@@ -772,6 +772,94 @@ fn lost_data_is_asked_for_again_after_resend_ticks() {
     let _ = rpc;
 }
 
+/// A receiver behind a stall asks again and again for bytes whose copies are
+/// only late (here: the server's DATA reach the client 12 ticks after they
+/// were sent, longer than the client's `resend_interval`), and each round
+/// retransmits the whole range: the response's retransmission budget goes to
+/// copies that all arrive in the end. One packet that was really lost is then
+/// still missing. The client must get it: before, every RESEND for it was
+/// over the budget and answered BUSY, which kept the client waiting while
+/// the server counted its NEED_ACK rounds as unanswered, gave the response
+/// up, and met the client's next RESENDs with silence; the client failed a
+/// live server with `PeerDead` (the flaky `loss.rs` failures on a loaded
+/// host). Retransmission stays bounded: at most twice the budget.
+#[test]
+fn a_response_whose_retransmit_budget_went_to_late_copies_still_completes() {
+    let config = Config::default();
+    let tick = config.tick_ns;
+    let mut net = Net::new(2, config.clone());
+    let response = payload(100_000, 2);
+    let rpc = net.eps[0]
+        .send_request(0, addr(1), payload(100, 1))
+        .unwrap();
+    net.pump();
+    assert_eq!(net.serve(1, |_| response.clone()), 1);
+    let p = config.max_payload();
+    // Lost whenever sent during the stall (first copy and retransmissions).
+    let lost = 60 * p;
+    let stall_end = 60 * tick;
+    let delay = 12 * tick;
+    let mut late: Vec<(Nanos, Whole)> = Vec::new();
+    let mut result = None;
+    for _ in 0..400 {
+        // Deliver the late copies that are due, then move what is sent now.
+        let due: Vec<Whole> = {
+            let now = net.now;
+            let (due, keep) = late.drain(..).partition(|(at, _)| *at <= now);
+            late = keep;
+            due.into_iter().map(|(_, t)| t).collect()
+        };
+        for t in due {
+            net.eps[0].handle_packet(net.now, addr(1).ip(), &t.header);
+        }
+        loop {
+            let mut moved = false;
+            for i in 0..2 {
+                while let Some(t) = net.eps[i].poll_transmit(net.now).map(whole) {
+                    moved = true;
+                    let data_offset = match parse(&t).body {
+                        Body::Data { header, .. } => Some(header.offset),
+                        _ => None,
+                    };
+                    let stalled = i == 1 && net.now < stall_end;
+                    if stalled && data_offset == Some(lost) {
+                        continue;
+                    }
+                    if stalled && data_offset.is_some() {
+                        late.push((net.now + delay, t));
+                        continue;
+                    }
+                    let to = 1 - i;
+                    let src = net.eps[i].local_addr().ip();
+                    net.eps[to].handle_packet(net.now, src, &t.header);
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        for e in net.events(0) {
+            match e {
+                Event::Response { rpc: r, message } if r == rpc => result = Some(message),
+                e => panic!("{e:?}"),
+            }
+        }
+        if result.is_some() {
+            break;
+        }
+        net.tick();
+    }
+    assert_eq!(result.expect("the response never completed"), response);
+    // The stall did spend the whole budget on late copies (the lost packet
+    // came from beyond it), and the total stays within twice the budget.
+    let budget = 100_000 + config.timeout_resends as u64 * p as u64;
+    let retransmitted = net.eps[1].metrics().data_bytes_retransmitted;
+    assert!(
+        budget < retransmitted && retransmitted <= 2 * budget,
+        "{retransmitted} B retransmitted"
+    );
+}
+
 /// A first DATA packet of a longer message from a peer that has never shown
 /// it hears us (the spoofed source of a flood) buys nothing: no RESEND, no
 /// CUTOFFS, no GRANT beyond what was due, however many timer rounds pass;
