@@ -264,12 +264,12 @@ impl OutMessage {
         {
             self.served.pop_front();
         }
-        let covers = |s: u32, e: u32| s <= offset && sent_end <= e;
-        if self.resend.iter().any(|&(s, e, _)| covers(s, e))
-            || self.served.iter().any(|&(s, e, _)| covers(s, e))
-        {
+        // What is queued or was served within the cooldown is not asked
+        // for again: trim it off both ends of the range (a range inside it
+        // stays; a receiver asks again for what it still lacks).
+        let Some((offset, sent_end)) = self.uncovered(offset, sent_end) else {
             return ResendOutcome::Duplicate;
-        }
+        };
         let bulk = (sent_end - offset) as u64 <= self.retransmit_budget;
         let end = if bulk {
             sent_end
@@ -296,6 +296,34 @@ impl OutMessage {
         }
         self.served.push_back((offset, end, now));
         ResendOutcome::Queued
+    }
+
+    /// `[start, end)` less the ranges queued for retransmission or served
+    /// within the cooldown that cover its start or its end, until none
+    /// does; `None` when nothing is left. At most `2 × MAX_RESEND_RANGES`
+    /// ranges, each looked at once per pass, and every pass but the last
+    /// shrinks the range.
+    fn uncovered(&self, mut start: u32, mut end: u32) -> Option<(u32, u32)> {
+        loop {
+            let mut shrunk = false;
+            let ranges = self.resend.iter().map(|&(s, e, _)| (s, e));
+            for (s, e) in ranges.chain(self.served.iter().map(|&(s, e, _)| (s, e))) {
+                if s <= start && start < e {
+                    start = e;
+                    shrunk = true;
+                }
+                if start >= end {
+                    return None;
+                }
+                if start < s && s < end && end <= e {
+                    end = s;
+                    shrunk = true;
+                }
+            }
+            if !shrunk {
+                return Some((start, end));
+            }
+        }
     }
 
     /// Stops sending: the receiver evidently has the whole message (a
@@ -409,6 +437,72 @@ mod tests {
         );
         // After the cooldown it goes again.
         assert_eq!(m.resend(10, 10, 1_000, 0, 1_000, 5), ResendOutcome::Queued);
+    }
+
+    #[test]
+    fn a_resend_overlapping_what_is_queued_or_just_served_asks_for_the_rest() {
+        let mut m = msg(10_000, 10_000);
+        while m.next_chunk(1_000).is_some() {}
+        // Queued [2000, 5000); asked [1000, 6000): [1000, 2000) and
+        // [5000, 6000) are not covered, but only one contiguous range is
+        // queued per RESEND: the ends are trimmed, the middle stays.
+        assert_eq!(
+            m.resend(0, 10, 1_000, 2_000, 3_000, 5),
+            ResendOutcome::Queued
+        );
+        assert_eq!(
+            m.resend(1, 10, 1_000, 1_000, 5_000, 5),
+            ResendOutcome::Queued
+        );
+        // Asked [3000, 7000): [3000, 6000) is queued; only [6000, 7000) goes.
+        assert_eq!(
+            m.resend(2, 10, 1_000, 3_000, 4_000, 5),
+            ResendOutcome::Queued
+        );
+        let mut got = Vec::new();
+        while let Some(c) = m.next_chunk(1_000) {
+            got.push((c.offset, c.len));
+        }
+        assert_eq!(
+            got,
+            vec![
+                (2_000, 1_000),
+                (3_000, 1_000),
+                (4_000, 1_000),
+                (1_000, 1_000),
+                (2_000, 1_000),
+                (3_000, 1_000),
+                (4_000, 1_000),
+                (5_000, 1_000),
+                (6_000, 1_000),
+            ]
+        );
+        // Served within the cooldown (a budget large enough for all):
+        // a range is trimmed at whichever end they cover.
+        let mut m = OutMessage::new(Bytes::from(vec![7u8; 10_000]), 10_000, 6, 0, 100_000);
+        while m.next_chunk(1_000).is_some() {}
+        let ask = |m: &mut OutMessage, t, offset, len| {
+            let r = m.resend(t, 10, 1_000, offset, len, 5);
+            let mut got = Vec::new();
+            while let Some(c) = m.next_chunk(1_000) {
+                got.push((c.offset, c.len));
+            }
+            (r, got)
+        };
+        let q = ResendOutcome::Queued;
+        assert_eq!(ask(&mut m, 0, 2_000, 1_000), (q, vec![(2_000, 1_000)]));
+        assert_eq!(ask(&mut m, 1, 1_500, 1_500), (q, vec![(1_500, 500)]));
+        assert_eq!(ask(&mut m, 2, 2_500, 1_500), (q, vec![(3_000, 1_000)]));
+        // Wholly covered by what was just served: a duplicate.
+        assert_eq!(
+            ask(&mut m, 3, 1_500, 2_500),
+            (ResendOutcome::Duplicate, vec![])
+        );
+        // After the cooldown it goes again, whole.
+        assert_eq!(
+            ask(&mut m, 20, 1_500, 2_500),
+            (q, vec![(1_500, 1_000), (2_500, 1_000), (3_500, 500)])
+        );
     }
 
     #[test]
