@@ -35,20 +35,20 @@ for cg in sys.argv[2:]:
     total, incl, calls, edges = load(cg)
     per_call = lambda sub: (lambda k: incl[k] / calls[k] if k and calls.get(k) else 0)(find(incl, sub))
     if side == 'client':
-        rpcs = calls[find(incl, 'homa::endpoint::Endpoint::call')]
+        rpcs = calls[find(incl, 'endpoint::Endpoint>::call')]
         rpc = find(incl, 'HomaClient as homa_perf::worker::RpcClient>::rpc')
-        perf = (incl[rpc] - incl[find(incl, 'homa::endpoint::Endpoint::call')]) / rpcs
+        perf = (incl[rpc] - incl[find(incl, 'endpoint::Endpoint>::call')]) / rpcs
         parts = [('handle_packet_meta', per_call('ingress::<impl homa_core::endpoint::Endpoint>::handle_packet_meta')),
                  ('end_round', per_call('reader::<impl homa::endpoint::Inner>::end_round')),
                  ('homa-perf per RPC (rpc - call)', perf),
-                 ('Endpoint::send_request', per_call('homa::endpoint::Endpoint::send_request'))]
+                 ('Endpoint::send_request', per_call('endpoint::Endpoint>::send_request'))]
     else:
-        rpcs = calls[find(incl, 'homa::endpoint::Endpoint::reply')]
+        rpcs = calls[find(incl, 'endpoint::Endpoint>::reply')]
         perf = sum(incl[k] for k in incl if k.startswith('homa_perf::proto::')) / rpcs
         parts = [('handle_packet_meta', per_call('ingress::<impl homa_core::endpoint::Endpoint>::handle_packet_meta')),
                  ('end_round', per_call('reader::<impl homa::endpoint::Inner>::end_round')),
                  ('homa-perf per request (proto::*)', perf),
-                 ('Endpoint::reply', per_call('homa::endpoint::Endpoint::reply'))]
+                 ('Endpoint::reply', per_call('endpoint::Endpoint>::reply'))]
     # The reader's own round around the packet (locks, per-datagram loop,
     # the timer check): take_input_from less what it calls that is counted
     # above or off the path, per RPC.

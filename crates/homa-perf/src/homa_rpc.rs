@@ -8,12 +8,12 @@
 //! - threads (default): K threads share one endpoint and each does a
 //!   blocking `call`, exactly like the TCP client's K connections;
 //! - pipelined: one thread keeps K requests outstanding with
-//!   `send_request` and collects them with `recv_any_response`.
+//!   `send_request` and collects them with `recv_any_response_parts`.
 
 use crate::error::PerfError;
 use crate::proto::{
     do_work, expected_response_size, make_request, make_response_to, request_head,
-    request_ok_parts, request_tag, response_ok, wanted_response_size,
+    request_ok_parts, request_tag, response_ok_parts, wanted_response_size,
 };
 use crate::stats::Recorder;
 use crate::worker::{run_pipelined, LoopParams, LoopResult, RpcClient, RpcDone, RpcError};
@@ -127,15 +127,17 @@ impl RpcClient for HomaClient {
     fn rpc(&mut self, request_size: usize) -> Result<RpcDone, RpcError> {
         let (tag, request) = new_request(self.response_size, request_size);
         let sent = Instant::now();
+        // The response stays in its packets (no copy into one buffer, as
+        // TCP's client reads into a buffer it keeps).
         let response = self
             .endpoint
-            .call(self.server, request, self.timeout)
+            .call_parts(self.server, request, self.timeout)
             .map_err(classify)?;
         let latency = sent.elapsed();
         Ok(RpcDone {
             len: response.len(),
             latency,
-            content_ok: response_ok(tag, request_size, &response),
+            content_ok: response_ok_parts(tag, request_size, response.parts()),
         })
     }
 
@@ -204,7 +206,7 @@ impl Pipeline<'_> {
             if outstanding.is_empty() {
                 return Ok(());
             }
-            match self.endpoint.recv_any_response(Some(self.timeout)) {
+            match self.endpoint.recv_any_response_parts(Some(self.timeout)) {
                 Ok((id, result)) => {
                     let Some((sent, size, tag)) = outstanding.remove(&id) else {
                         tracing::warn!("homa: response for an RPC not outstanding: {id:?}");
@@ -214,7 +216,8 @@ impl Pipeline<'_> {
                     let want = expected_response_size(size, self.response_size);
                     match result {
                         Ok(response) => {
-                            let ok = response.len() == want && response_ok(tag, size, &response);
+                            let ok = response.len() == want
+                                && response_ok_parts(tag, size, response.parts());
                             if rec.judge(size, response.len(), want, ok, latency) {
                                 consecutive = 0;
                             } else {

@@ -219,7 +219,23 @@ pub fn expected_response(tag: u64, request_len: usize, len: usize) -> bytes::Byt
 /// Whether `response` is what the server must send for a request of
 /// `request_len` bytes tagged `tag` (0 when shorter than 12 bytes).
 pub fn response_ok(tag: u64, request_len: usize, response: &[u8]) -> bool {
-    response == &expected_response(tag, request_len, response.len())[..]
+    response_ok_parts(tag, request_len, std::slice::from_ref(&response))
+}
+
+/// [`response_ok`] for a response still in the packets it came in
+/// (`homa::Message::parts`): no copy into one buffer first.
+pub fn response_ok_parts<P: AsRef<[u8]>>(tag: u64, request_len: usize, parts: &[P]) -> bool {
+    let len = parts.iter().map(|p| p.as_ref().len()).sum();
+    let want = expected_response(tag, request_len, len);
+    let mut pos = 0;
+    for p in parts {
+        let p = p.as_ref();
+        if p != &want[pos..pos + p.len()] {
+            return false;
+        }
+        pos += p.len();
+    }
+    true
 }
 
 /// When a socket wait must give up: the server is stopping, or the RPC's

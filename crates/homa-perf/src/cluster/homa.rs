@@ -266,7 +266,7 @@ fn receive(ep: &Endpoint, shared: &Shared, timeout: Duration) -> Tally {
     let mut tally = Tally::default();
     let mut last_sweep = Instant::now();
     while !shared.stop.load(Ordering::SeqCst) {
-        match ep.recv_any_response(Some(RECV_POLL)) {
+        match ep.recv_any_response_parts(Some(RECV_POLL)) {
             Ok((id, result)) => {
                 let end = Instant::now();
                 // Missing: aborted by the sweep, or a stale readiness probe.
@@ -381,7 +381,7 @@ impl Prober for ProbeHoma {
         let start = Instant::now();
         let response = self
             .ep
-            .call(self.peers[peer], request, self.timeout)
+            .call_parts(self.peers[peer], request, self.timeout)
             .map_err(|e| e.to_string())?;
         Ok((response.len() as u64, start.elapsed()))
     }

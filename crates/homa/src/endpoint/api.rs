@@ -19,6 +19,7 @@ impl Endpoint {
             // SIRD's receiver reacts to ECN marks; Homa does not use them
             // (and its packets stay as they were).
             ecn: config.core.design == homa_core::Design::Sird,
+            default_priority: Some(config.core.num_priorities.saturating_sub(1)),
             lanes: config.lanes,
         };
         let (sock, local) = crate::socket::open_group(addr, &group)?;
@@ -109,20 +110,36 @@ impl Endpoint {
     /// Sends `request` to `dest` and waits up to `timeout` for the response.
     /// On timeout the RPC is aborted. With [`Config::lanes`] the thread
     /// waits in a lane of its own while one is free (`RuntimeStats::
-    /// lane_calls`), else as [`Endpoint::recv_response`] does.
+    /// lane_calls`), else as [`Endpoint::recv_response`] does. A response
+    /// of several packets is copied into one buffer; [`Endpoint::call_parts`]
+    /// saves that copy.
     pub fn call(
         &self,
         dest: SocketAddr,
         request: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, Error> {
+        self.call_parts(dest, request, timeout)
+            .map(Message::into_bytes)
+    }
+
+    /// Like [`Endpoint::call`], but the response stays in the packets it
+    /// came in ([`Message::parts`], or [`Message::reader`] as a
+    /// `bytes::Buf`): no copy into one buffer, which for a large response
+    /// is a copy of every byte (see [`Endpoint::recv_request_parts`]).
+    pub fn call_parts(
+        &self,
+        dest: SocketAddr,
+        request: Bytes,
+        timeout: Duration,
+    ) -> Result<Message, Error> {
         if self.inner.group.has_lanes() {
             if let Some(r) = self.inner.call_in_lane(dest, &request, timeout) {
-                return r.map(Message::into_bytes);
+                return r;
             }
         }
         let id = self.send_request(dest, request)?;
-        match self.recv_response(id, Some(timeout)) {
+        match self.recv_response_parts(id, Some(timeout)) {
             Err(Error::Timeout) => {
                 let _ = self.abort(id);
                 Err(Error::Timeout)
@@ -153,16 +170,22 @@ impl Endpoint {
         &self,
         timeout: Option<Duration>,
     ) -> Result<(RpcId, Result<Bytes, Error>), Error> {
+        let (id, outcome) = self.recv_any_response_parts(timeout)?;
+        Ok((id, outcome.map(Message::into_bytes)))
+    }
+
+    /// Like [`Endpoint::recv_any_response`], but the response stays in the
+    /// packets it came in (see [`Endpoint::recv_request_parts`]).
+    pub fn recv_any_response_parts(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<(RpcId, Result<Message, Error>), Error> {
         let clock = Instant::now();
         let deadline = timeout.map(|t| clock + t);
-        let (id, outcome) = self.inner.wait_until_with(
-            WaitFor::AnyResponse,
-            deadline,
-            Some(clock),
-            None,
-            |st| st.clients.take_any(),
-        )?;
-        Ok((id, outcome.map(Message::into_bytes)))
+        self.inner
+            .wait_until_with(WaitFor::AnyResponse, deadline, Some(clock), None, |st| {
+                st.clients.take_any()
+            })
     }
 
     /// Like [`Endpoint::recv_request`], but the request stays in the

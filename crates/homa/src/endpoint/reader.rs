@@ -297,7 +297,12 @@ impl Inner {
     pub(super) fn take_input_from(&self, first: usize, housekeeping: bool, mut block: bool) {
         let mut rb = self.recv_bufs.lock().unwrap_or_else(|p| p.into_inner());
         self.take_icmp_errors();
-        let mut max = first;
+        // A polling reader between round trips asks for one datagram (see
+        // `RecvBufs::probe_size`); if one came, the round ends with it
+        // (another call now would most likely find nothing, and its cost
+        // would be on the round trip), and the next call takes a batch.
+        let mut max = if block { first } else { rb.probe_size(first) };
+        let probe = max < first;
         for _ in 0..RECV_ROUNDS {
             let got = if block {
                 self.sock.recv_wait(&mut rb, max)
@@ -311,6 +316,7 @@ impl Inner {
                     0
                 }
             };
+            rb.after_empty = n == 0 && !block;
             if n == 0 && !housekeeping {
                 return;
             }
@@ -356,7 +362,7 @@ impl Inner {
                 st.core.handle_timeout_backlogged(now);
             }
             self.end_round(st, now);
-            if drained {
+            if drained || probe {
                 break;
             }
             max = self.config.recv_batch;

@@ -98,6 +98,10 @@ pub(crate) struct GroupSpec {
     pub(crate) gro: bool,
     /// ECN marks sent and read.
     pub(crate) ecn: bool,
+    /// The Homa priority most packets go at (control packets and short
+    /// messages: the highest in use), made the sockets' own TOS so that
+    /// those packets need no control message ([`HomaSocket::set_default_priority`]).
+    pub(crate) default_priority: Option<u8>,
     /// Sockets in the group: 0 or 1 (no group), or a power of two up to
     /// [`MAX_LANES`] (checked by the configuration).
     pub(crate) lanes: usize,
@@ -110,7 +114,7 @@ impl GroupSpec {
     }
 
     fn open(&self, at: SocketAddr, reuseport: bool) -> Result<(HomaSocket, SocketAddr), Error> {
-        HomaSocket::open(
+        let (mut sock, local) = HomaSocket::open(
             at,
             self.transport,
             self.buffer_bytes,
@@ -118,7 +122,11 @@ impl GroupSpec {
             self.gro,
             self.ecn,
             reuseport,
-        )
+        )?;
+        if let Some(p) = self.default_priority {
+            sock.set_default_priority(p);
+        }
+        Ok((sock, local))
     }
 }
 
@@ -216,6 +224,7 @@ mod tests {
             gso: false,
             gro: false,
             ecn: false,
+            default_priority: None,
             lanes,
         }
     }

@@ -75,6 +75,10 @@ pub(crate) struct RecvBufs {
     /// Where buffers handed over with their datagrams come back to, and
     /// their replacements come from.
     pool: BufPool,
+    /// The last call that did not block found nothing: the next arrival
+    /// is most likely alone (a spinning or polling reader between round
+    /// trips), see [`RecvBufs::probe_size`].
+    pub(crate) after_empty: bool,
 }
 
 // SAFETY: the raw pointers in `iovs` and `msgs` point only into this
@@ -101,6 +105,7 @@ impl RecvBufs {
             emptied: Vec::new(),
             got: Vec::new(),
             pool: BufPool::new(RECV_BUF, POOL_MAX),
+            after_empty: false,
         };
         let iovs: Vec<libc::iovec> = rb
             .bufs
@@ -132,6 +137,22 @@ impl RecvBufs {
             rb.msgs.push(m);
         }
         rb
+    }
+
+    /// How many datagrams the first receive call of a round asks for when
+    /// it would ask for `batch`: one right after a call that found
+    /// nothing (the reader polls between round trips, and the next
+    /// datagram most likely comes alone: a one-datagram call, `recvfrom`,
+    /// costs ~0.5 µs less per round trip than a batch's `recvmmsg`, which
+    /// tries the socket again after the first datagram; eleventh pass of
+    /// docs/runtime-profile.md), else `batch` (a reader that found
+    /// something last time may be behind: it takes a batch per call).
+    pub(crate) fn probe_size(&self, batch: usize) -> usize {
+        if self.after_empty {
+            1
+        } else {
+            batch
+        }
     }
 
     /// Makes the first `n` headers ready for the kernel: slots whose
