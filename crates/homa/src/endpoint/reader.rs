@@ -316,7 +316,7 @@ impl Inner {
                     0
                 }
             };
-            rb.after_empty = n == 0 && !block;
+            rb.note_received(n, block);
             if n == 0 && !housekeeping {
                 return;
             }

@@ -661,4 +661,73 @@ mod tests {
             assert_eq!(got, want, "{a}");
         }
     }
+
+    /// Receives one datagram on `rx` (`IP_RECVTOS` set): its bytes and TOS.
+    fn recv_with_tos(rx: &Socket) -> (Vec<u8>, Option<u8>) {
+        let mut buf = vec![0u8; 70_000];
+        let mut cbuf: CmsgBuf = [0u64; 8];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: all-zero is a valid msghdr; the pointers set below refer
+        // to locals that outlive the call, with the lengths given.
+        let mut m: libc::msghdr = unsafe { zeroed() };
+        m.msg_iov = &mut iov;
+        m.msg_iovlen = 1;
+        m.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+        m.msg_controllen = size_of::<CmsgBuf>() as _;
+        // SAFETY: as above; a blocking receive (the socket has a timeout).
+        let r = unsafe { libc::recvmsg(rx.as_raw_fd(), &mut m, 0) };
+        assert!(r >= 0, "{}", io::Error::last_os_error());
+        buf.truncate(r as usize);
+        (buf, cmsg::parse_recv(&m).tos)
+    }
+
+    /// Packets at the socket's own TOS go without a control message (short
+    /// ones with `sendto` from one buffer, long ones with `sendmsg`), the
+    /// others with theirs; each arrives whole, at its priority's TOS.
+    #[test]
+    fn every_packet_keeps_its_priority_whichever_way_it_is_sent() {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (mut tx, _) =
+            HomaSocket::open(any, Transport::Udp, 1 << 20, false, false, false, false)
+                .expect("open");
+        tx.set_default_priority(7);
+        assert_eq!(tx.default_tos, Some(7 << 5));
+        let rx = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        rx.bind(&SockAddr::from(any)).unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let v: libc::c_int = 1;
+        // SAFETY: a live socket and a c_int option on the stack.
+        let r = unsafe {
+            libc::setsockopt(
+                rx.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_RECVTOS,
+                &v as *const libc::c_int as *const libc::c_void,
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0);
+        let to = rx.local_addr().unwrap().as_socket().unwrap();
+        let header = homa_wire::HeaderBuf::from_slice(&[0xA5; 60]).unwrap();
+        for (priority, len) in [(7u8, 100usize), (7, 3_000), (3, 100), (0, 3_000), (7, 0)] {
+            let payload: bytes::Bytes = (0..len).map(|i| (i * 31 + len) as u8).collect();
+            let t = Transmit {
+                dst: to,
+                priority,
+                packet_type: homa_wire::PacketType::Data,
+                header,
+                payload: payload.clone(),
+            };
+            assert_eq!(tx.send(std::slice::from_ref(&t)), 0, "sent");
+            let (got, tos) = recv_with_tos(&rx);
+            let mut want = vec![0xA5; 60];
+            want.extend_from_slice(&payload);
+            assert_eq!(got, want, "priority {priority}, {len} B");
+            assert_eq!(tos, Some(priority << 5), "priority {priority}, {len} B");
+        }
+    }
 }

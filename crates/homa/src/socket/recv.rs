@@ -78,7 +78,7 @@ pub(crate) struct RecvBufs {
     /// The last call that did not block found nothing: the next arrival
     /// is most likely alone (a spinning or polling reader between round
     /// trips), see [`RecvBufs::probe_size`].
-    pub(crate) after_empty: bool,
+    after_empty: bool,
 }
 
 // SAFETY: the raw pointers in `iovs` and `msgs` point only into this
@@ -153,6 +153,14 @@ impl RecvBufs {
         } else {
             batch
         }
+    }
+
+    /// Notes what a receive call brought (`n` datagrams; `blocked`: the
+    /// call slept until something came or its timeout), for
+    /// [`RecvBufs::probe_size`]: only a call that did not block and found
+    /// nothing makes the next one a probe.
+    pub(crate) fn note_received(&mut self, n: usize, blocked: bool) {
+        self.after_empty = n == 0 && !blocked;
     }
 
     /// Makes the first `n` headers ready for the kernel: slots whose
@@ -717,5 +725,46 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A reader probes for one datagram only after a call that did not
+    /// block and found nothing; after one that found something (a probe
+    /// included) it asks for a batch, so a burst is read a batch per call.
+    /// The socket hands a probe exactly one of what is queued.
+    #[test]
+    fn a_probe_follows_only_an_empty_call_and_takes_one_datagram() {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (sock, local) =
+            HomaSocket::open(any, Transport::Udp, 1 << 20, false, false, false, false)
+                .expect("open");
+        let tx = std::net::UdpSocket::bind(any).unwrap();
+        let mut rb = RecvBufs::new(8);
+        assert_eq!(rb.probe_size(8), 8, "a fresh reader takes a batch");
+        let max = rb.probe_size(8);
+        let n = sock.recv(&mut rb, max).unwrap();
+        assert_eq!(n, 0);
+        rb.note_received(n, false);
+        assert_eq!(rb.probe_size(8), 1, "after an empty call: a probe");
+        for k in 0..3u8 {
+            tx.send_to(&[k; 50], local).unwrap();
+        }
+        let mut got = 0;
+        for _ in 0..1000 {
+            let max = rb.probe_size(8);
+            got = sock.recv(&mut rb, max).unwrap();
+            if got > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(got, 1, "a probe takes one datagram");
+        rb.note_received(got, false);
+        assert_eq!(rb.probe_size(8), 8, "after a probe that found one: a batch");
+        let max = rb.probe_size(8);
+        assert_eq!(sock.recv(&mut rb, max).unwrap(), 2);
+        // A blocking call that came back empty (its timeout) says nothing
+        // about what polling would find.
+        rb.note_received(0, true);
+        assert_eq!(rb.probe_size(8), 8);
     }
 }
