@@ -88,6 +88,20 @@ impl AsyncEndpoint {
         request: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, Error> {
+        self.call_parts(dest, request, timeout)
+            .await
+            .map(Message::into_bytes)
+    }
+
+    /// Like [`AsyncEndpoint::call`], but the response stays in the packets
+    /// it came in ([`Message::parts`]): no copy into one buffer (see
+    /// [`Endpoint::recv_request_parts`]). Cancel-safe as `call`.
+    pub async fn call_parts(
+        &self,
+        dest: SocketAddr,
+        request: Bytes,
+        timeout: Duration,
+    ) -> Result<Message, Error> {
         let id = self.ep.send_request(dest, request)?;
         // Aborts the RPC unless it finished (dropped future, timeout, or
         // no timer to be had).
@@ -97,11 +111,11 @@ impl AsyncEndpoint {
             done: false,
         };
         let outcome = if tokio::runtime::Handle::try_current().is_ok() {
-            tokio::time::timeout(timeout, self.recv_response(id))
+            tokio::time::timeout(timeout, self.recv_response_parts(id))
                 .await
                 .ok()
         } else {
-            match crate::timer::timeout(timeout, self.recv_response(id)).await {
+            match crate::timer::timeout(timeout, self.recv_response_parts(id)).await {
                 Ok(outcome) => outcome,
                 Err(e) => return Err(Error::Io(e)),
             }
@@ -127,6 +141,13 @@ impl AsyncEndpoint {
     /// Cancel-safe: if the future is dropped, the RPC stays outstanding and
     /// its response can still be collected.
     pub async fn recv_response(&self, id: RpcId) -> Result<Bytes, Error> {
+        self.recv_response_parts(id).await.map(Message::into_bytes)
+    }
+
+    /// Like [`AsyncEndpoint::recv_response`], but the response stays in the
+    /// packets it came in (no copy into one buffer). Cancel-safe as
+    /// `recv_response`.
+    pub async fn recv_response_parts(&self, id: RpcId) -> Result<Message, Error> {
         match self.ep.inner().register_response(id) {
             // The sender goes away without a value when the RPC is aborted
             // or the endpoint closes; say which.
@@ -138,7 +159,6 @@ impl AsyncEndpoint {
             }),
             Err(now) => now,
         }
-        .map(Message::into_bytes)
     }
 
     /// Awaits the next request.

@@ -72,6 +72,15 @@ fn bind_and_every_call_work_from_plain_threads() {
         let resp = block_on(client.call(addr, msg.clone(), CALL_TIMEOUT)).unwrap();
         common::assert_bytes(&msg, &resp, "call");
     }
+    // In the packets it came in: a part per packet, the bytes sent.
+    let payload = client.blocking().config().core.max_payload() as usize;
+    let msg = common::pattern(9, 3 * payload + 1);
+    let parts = block_on(client.call_parts(addr, msg.clone(), CALL_TIMEOUT)).unwrap();
+    assert_eq!(parts.parts().len(), 4);
+    common::assert_bytes(&msg, &parts.to_vec(), "call_parts");
+    let id = client.send_request(addr, msg.clone()).unwrap();
+    let parts = block_on(client.recv_response_parts(id)).unwrap();
+    common::assert_bytes(&msg, &parts.to_vec(), "recv_response_parts");
     let id = client
         .send_request(addr, Bytes::from_static(b"by id"))
         .unwrap();
@@ -87,10 +96,10 @@ fn bind_and_every_call_work_from_plain_threads() {
         block_on(client.recv_response(a)),
         Err(Error::UnknownRpc(_))
     ));
-    assert_eq!(client.metrics().requests_started, 6);
+    assert_eq!(client.metrics().requests_started, 8);
 
     server.shutdown();
-    assert_eq!(served.join().unwrap(), 6);
+    assert_eq!(served.join().unwrap(), 8);
     assert!(matches!(
         block_on(server.recv_request()),
         Err(Error::Closed)
