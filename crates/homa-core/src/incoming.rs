@@ -371,14 +371,22 @@ impl InMessage {
     }
 
     /// The assembled message.
-    pub fn into_message(self) -> Message {
-        let mut parts = self.parts;
-        let Some(first) = self.first else {
+    pub fn into_message(mut self) -> Message {
+        self.take_message()
+    }
+
+    /// The assembled message, taken out where the message lies (its bytes
+    /// leave; its counts stay): a complete message is handed over without
+    /// moving it out of its RPC first (an `InMessage` is large: moving it
+    /// out and consuming it cost two copies of it).
+    pub fn take_message(&mut self) -> Message {
+        let Some(first) = self.first.take() else {
             return Message::default();
         };
-        if parts.is_empty() {
+        if self.parts.is_empty() {
             return Message::from(first.1);
         }
+        let mut parts = std::mem::take(&mut self.parts);
         parts.push(first);
         // Usually already in order (pdqsort then makes one pass).
         parts.sort_unstable_by_key(|&(offset, _)| offset);

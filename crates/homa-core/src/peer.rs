@@ -7,7 +7,7 @@
 //! full, then forgotten oldest first. Per-peer state is where per-peer
 //! parameters (RTT, windows, link rate) live when a policy needs them.
 
-use crate::keyed::{quick_key, AddrKey, KeyedMap};
+use crate::keyed::{quick_key, remembered, AddrKey, KeyedMap, NO_KEY};
 use crate::Nanos;
 use homa_wire::{CUTOFF_UNLIMITED, MAX_PRIORITIES};
 use std::cell::Cell;
@@ -178,8 +178,8 @@ pub struct PeerTable {
     slots: Vec<Option<(SocketAddr, Peer)>>,
     /// Free slots.
     free: Vec<u32>,
-    /// The [`quick_key`] and slot of the last IPv4 peer looked up (key 0:
-    /// none).
+    /// The [`quick_key`] and slot of the last IPv4 peer looked up
+    /// ([`NO_KEY`]: none).
     last: Cell<(u64, u32)>,
     /// Peers in the order they went idle, as (since when, address). An
     /// entry is current while its peer is still idle since that time;
@@ -203,7 +203,7 @@ impl PeerTable {
             map: KeyedMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
-            last: Cell::new((0, 0)),
+            last: Cell::new((NO_KEY, 0)),
             idle: VecDeque::new(),
             idle_count: 0,
             max: max.max(1),
@@ -216,7 +216,7 @@ impl PeerTable {
     fn slot_of(&self, addr: &SocketAddr) -> Option<usize> {
         let key = quick_key(addr);
         let (last, i) = self.last.get();
-        if key != 0 && key == last {
+        if key == last {
             return Some(i as usize);
         }
         self.look_up(addr, key)
@@ -227,7 +227,7 @@ impl PeerTable {
     #[inline(never)]
     fn look_up(&self, addr: &SocketAddr, key: u64) -> Option<usize> {
         let i = *self.map.get(&AddrKey(*addr))?;
-        self.last.set((key, i));
+        self.last.set((remembered(key), i));
         Some(i as usize)
     }
 
@@ -275,7 +275,7 @@ impl PeerTable {
             }
         };
         self.map.insert(AddrKey(addr), i);
-        self.last.set((quick_key(&addr), i));
+        self.last.set((remembered(quick_key(&addr)), i));
         Ok(self.peer_at(i as usize))
     }
 
@@ -363,7 +363,7 @@ impl PeerTable {
         }
         self.free.push(i);
         if self.last.get().1 == i {
-            self.last.set((0, 0));
+            self.last.set((NO_KEY, 0));
         }
     }
 

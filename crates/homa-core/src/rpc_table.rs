@@ -21,7 +21,7 @@
 //! that comes back while it is dead is seen by [`RpcTable::insert`], which
 //! frees the dead one first.
 
-use crate::keyed::{quick_key, KeyedMap};
+use crate::keyed::{quick_key, remembered, KeyedMap, NO_KEY};
 use crate::rpc::Rpc;
 use crate::timers::RpcTimer;
 use crate::RpcId;
@@ -40,7 +40,7 @@ struct Slot {
 }
 
 /// Every RPC of an endpoint, by id.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RpcTable {
     index: KeyedMap<RpcId, u32>,
     /// Each slot's RPC (live or dead) with its id.
@@ -50,9 +50,21 @@ pub struct RpcTable {
     /// Dead RPCs not yet reaped, oldest first, with their slots. The
     /// caller bounds it (see `Endpoint::reap`).
     dead: VecDeque<(RpcId, u32)>,
-    /// The last lookup: the id, the [`quick_key`] of its peer (0: nothing
-    /// remembered) and its slot.
+    /// The last lookup: the id, the [`quick_key`] of its peer
+    /// ([`NO_KEY`]: nothing remembered; see [`remembered`]) and its slot.
     last: Cell<(u64, u64, u32)>,
+}
+
+impl Default for RpcTable {
+    fn default() -> RpcTable {
+        RpcTable {
+            index: KeyedMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            dead: VecDeque::new(),
+            last: Cell::new((0, NO_KEY, 0)),
+        }
+    }
 }
 
 impl RpcTable {
@@ -61,7 +73,7 @@ impl RpcTable {
     fn slot_of(&self, id: &RpcId) -> Option<usize> {
         let key = quick_key(&id.peer);
         let (last_id, last_key, slot) = self.last.get();
-        if key != 0 && key == last_key && id.id == last_id {
+        if key == last_key && id.id == last_id {
             return Some(slot as usize);
         }
         self.look_up(id, key)
@@ -72,7 +84,7 @@ impl RpcTable {
     #[inline(never)]
     fn look_up(&self, id: &RpcId, key: u64) -> Option<usize> {
         let slot = *self.index.get(id)?;
-        self.last.set((id.id, key, slot));
+        self.last.set((id.id, remembered(key), slot));
         Some(slot as usize)
     }
 
@@ -130,7 +142,8 @@ impl RpcTable {
             free @ None => *free = Some(rpc),
             Some(_) => unreachable!("a free slot is empty"),
         }
-        self.last.set((id.id, quick_key(&id.peer), slot));
+        self.last
+            .set((id.id, remembered(quick_key(&id.peer)), slot));
         None
     }
 
@@ -151,30 +164,41 @@ impl RpcTable {
             if id.id == 0 {
                 continue;
             }
-            // (A lookup, then an insert: `HashMap::entry` here as well as in
-            // `insert` kept the compiler from inlining it into `insert`,
-            // the server's path for every new request, which took 17
-            // instructions more.)
-            if let Some(&slot) = self.index.get(&id) {
+            // (An insert that gives back what it displaced, put back in
+            // the rare case there was one: a random id is nearly always
+            // new, and a lookup before the insert hashed and probed twice,
+            // about 40 instructions more per request. `HashMap::entry` here
+            // as well as in `insert` kept the compiler from inlining it
+            // into `insert`, the server's path for every new request,
+            // which took 17 instructions more.)
+            let pushed = self.free.is_empty();
+            let slot = take_slot(&mut self.free, &mut self.slots, id);
+            if let Some(old) = self.index.insert(id, slot) {
+                // The table as it was: the map's entry, the free slot.
+                self.index.insert(id, old);
+                if pushed {
+                    self.slots.pop();
+                } else {
+                    self.free.push(slot);
+                }
                 // (A map entry always names an occupied slot.)
-                if self.slots[slot as usize]
+                if self.slots[old as usize]
                     .rpc
                     .as_ref()
                     .is_some_and(|r| !r.dead)
                 {
                     continue;
                 }
-                return (id, Some(self.replace(id, slot, make())));
+                return (id, Some(self.replace(id, old, make())));
             }
-            let slot = take_slot(&mut self.free, &mut self.slots, id);
-            self.index.insert(id, slot);
             let place = &mut self.slots[slot as usize];
             place.id = id;
             match &mut place.rpc {
                 free @ None => *free = Some(make()),
                 Some(_) => unreachable!("a free slot is empty"),
             }
-            self.last.set((id.id, quick_key(&id.peer), slot));
+            self.last
+                .set((id.id, remembered(quick_key(&id.peer)), slot));
             return (id, None);
         }
     }
@@ -191,7 +215,8 @@ impl RpcTable {
         }
         let timer = old.timer;
         *old = rpc;
-        self.last.set((id.id, quick_key(&id.peer), slot));
+        self.last
+            .set((id.id, remembered(quick_key(&id.peer)), slot));
         timer
     }
 
@@ -226,7 +251,7 @@ impl RpcTable {
         self.index.remove(&id);
         self.free.push(slot);
         if self.last.get().2 == slot {
-            self.last.set((0, 0, 0));
+            self.last.set((0, NO_KEY, 0));
         }
         let place = &mut self.slots[slot as usize].rpc;
         let timer = match place {
@@ -254,7 +279,7 @@ impl RpcTable {
         let slot = self.index.remove(id)?;
         self.free.push(slot);
         if self.last.get().2 == slot {
-            self.last.set((0, 0, 0));
+            self.last.set((0, NO_KEY, 0));
         }
         Some(slot as usize)
     }

@@ -12,7 +12,11 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
 /// What a timer is for.
+// (A tag of its own, as `Phase`'s: the derived order compares variants
+// first, and otherwise decoded them from the address's spare values at
+// every comparison of a B-tree search.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
 pub enum Timer {
     /// An RPC's silence check (RESEND, probe, NEED_ACK, give up).
     Rpc(RpcId),

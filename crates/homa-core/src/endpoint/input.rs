@@ -59,7 +59,7 @@ impl Endpoint {
         }
         let top = self.config.top_priority();
         match packet.body {
-            Body::Data { header, .. } => self.handle_data(now, id, &header, payload, meta),
+            Body::Data { header, .. } => self.handle_data(now, id, &header, payload, meta, known),
             Body::Grant { offset, priority } => {
                 self.handle_grant(now, id, offset, priority.min(top))
             }
@@ -110,6 +110,8 @@ impl Endpoint {
         }
     }
 
+    /// A DATA packet for RPC `id`; `known`: whether `id` was live when the
+    /// packet came (`dispatch` looked).
     fn handle_data(
         &mut self,
         now: Nanos,
@@ -117,6 +119,7 @@ impl Endpoint {
         h: &DataHeader,
         payload: Bytes,
         meta: PacketMeta,
+        known: bool,
     ) {
         if h.offset as u64 + payload.len() as u64 > h.message_length as u64 {
             self.metrics.invalid_dropped += 1;
@@ -145,7 +148,7 @@ impl Endpoint {
             }
         } else {
             let mut owed = self.handle_request_ack(now, id.peer, &h.ack);
-            let admitted = self.admit_request_data(now, id, h, payload.len(), &mut owed);
+            let admitted = self.admit_request_data(now, id, h, payload.len(), known, &mut owed);
             // (A new request leaves its peer busy and filed so:
             // `accept_request` refreshes it if needed.)
             if owed && admitted != Some(true) {
@@ -274,7 +277,8 @@ impl Endpoint {
     /// Whether a request's DATA goes on to reassembly (server side):
     /// `Some(true)` if it started a new request, `Some(false)` for one
     /// under way, `None` if dropped (a stale duplicate of an acked RPC, a
-    /// duplicate of a complete request, a refused new one). `owed`: see
+    /// duplicate of a complete request, a refused new one). `known`:
+    /// whether `id` was live when the packet came; `owed`: see
     /// [`Endpoint::handle_request_ack`].
     fn admit_request_data(
         &mut self,
@@ -282,13 +286,19 @@ impl Endpoint {
         id: RpcId,
         h: &DataHeader,
         first: usize,
+        known: bool,
         owed: &mut bool,
     ) -> Option<bool> {
         if self.acked.contains(&id) {
             self.metrics.stale_duplicates += 1;
             return None;
         }
-        match self.rpcs.get(&id) {
+        // An id that was not live is not live now: the ack handled since
+        // only ends RPCs. (A lookup less for every new request, a miss of
+        // the table's remembered lookup since the ack's RPC was looked up
+        // in between: a hash lookup.)
+        let rpc = if known { self.rpcs.get(&id) } else { None };
+        match rpc {
             None => self.accept_request(now, id, h, first, owed).then_some(true),
             Some(rpc) if !matches!(rpc.phase, Phase::Receiving { .. }) => {
                 // The request is already complete: a duplicate.
@@ -395,7 +405,8 @@ impl Endpoint {
                 }
             }
         }
-        if self.peers.get(&id.peer).is_none() && self.peers_full() && !self.kept.is_empty() {
+        // (`kept` first: it is nearly always empty, and then no peer lookup.)
+        if !self.kept.is_empty() && self.peers.get(&id.peer).is_none() && self.peers_full() {
             if std::mem::take(owed) {
                 self.refresh_owed(now, id.peer);
             }
@@ -506,20 +517,19 @@ impl Endpoint {
         if matches!(rpc.phase, Phase::Stream(_)) {
             return self.stream_msgin_complete(now, id);
         }
+        // (The message is taken where it lies, then its phase moves on: no
+        // copy of the `InMessage`.)
         let m = match &mut rpc.phase {
-            Phase::Client { response, .. } => response.take().expect("complete response"),
-            Phase::Receiving { .. } => {
-                let Phase::Receiving { request } =
-                    std::mem::replace(&mut rpc.phase, Phase::InService)
-                else {
-                    unreachable!("matched above")
-                };
-                request
-            }
+            Phase::Client { response, .. } => response.as_mut().expect("complete response"),
+            Phase::Receiving { request } => request,
             _ => unreachable!("only receiving RPCs complete messages"),
         };
-        self.receiver.release(&m);
-        let message = m.into_message();
+        self.receiver.release(m);
+        let message = m.take_message();
+        match &mut rpc.phase {
+            Phase::Client { response, .. } => *response = None,
+            phase => *phase = Phase::InService,
+        }
         if id.is_client() {
             if let Some(p) = self.peers.get_mut(&id.peer) {
                 p.proven = true;

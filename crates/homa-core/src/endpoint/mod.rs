@@ -626,17 +626,22 @@ impl Endpoint {
         // reaps at once past `dead_buffs_limit`): its buffers then go back
         // while they are still in the cache, to the next message that needs
         // them, and a dead RPC never pins more than this.
-        let held = self.rpcs.get(&id).map_or(0, |r| {
-            let out = r.phase.msgout().map_or(0, |m| m.length);
-            let inb = r.phase.msgin().map_or(0, |m| m.length);
-            out as usize + inb as usize
-        });
-        if held >= EAGER_FREE_BYTES {
-            return self.remove_rpc(now, id).is_some();
-        }
-        let Some(client) = self.unfile_rpc(id) else {
+        // (One lookup for both the size and the unfiling.)
+        let Some(rpc) = self.rpcs.get_mut(&id) else {
             return false;
         };
+        let out = rpc.phase.msgout().map_or(0, |m| m.length);
+        let inb = rpc.phase.msgin().map_or(0, |m| m.length);
+        if out as usize + inb as usize >= EAGER_FREE_BYTES {
+            return self.remove_rpc(now, id).is_some();
+        }
+        let client = unfile(
+            &mut self.kept,
+            &mut self.sender,
+            &mut self.receiver,
+            id,
+            rpc,
+        );
         self.rpcs.kill(&id);
         self.rpc_gone(now, id, client, refresh);
         if self.rpcs.dead_len() > MAX_DEAD_RPCS {
@@ -649,16 +654,13 @@ impl Endpoint {
     /// leaving it in the table; returns whether it is a client RPC.
     fn unfile_rpc(&mut self, id: RpcId) -> Option<bool> {
         let rpc = self.rpcs.get_mut(&id)?;
-        if let Some(k) = rpc.kept.take() {
-            self.kept.remove(&(k, id));
-        }
-        // A stream's queued messages give back their buffer.
-        if let Phase::Stream(s) = &rpc.phase {
-            self.sender.buffered -= s.queued_bytes;
-        }
-        self.sender.forget(id, rpc);
-        self.receiver.forget(id, rpc);
-        Some(rpc.is_client())
+        Some(unfile(
+            &mut self.kept,
+            &mut self.sender,
+            &mut self.receiver,
+            id,
+            rpc,
+        ))
     }
 
     /// The peer's and the endpoint's counts after RPC `id` left the table;
@@ -797,6 +799,27 @@ impl Endpoint {
             }
         }
     }
+}
+
+/// [`Endpoint::unfile_rpc`] of RPC `id`, found already (`rpc`): out of
+/// `kept`, the sender and the receiver; returns whether it is a client RPC.
+fn unfile(
+    kept: &mut BTreeSet<(Nanos, RpcId)>,
+    sender: &mut Sender,
+    receiver: &mut Receiver,
+    id: RpcId,
+    rpc: &mut Rpc,
+) -> bool {
+    if let Some(k) = rpc.kept.take() {
+        kept.remove(&(k, id));
+    }
+    // A stream's queued messages give back their buffer.
+    if let Phase::Stream(s) = &rpc.phase {
+        sender.buffered -= s.queued_bytes;
+    }
+    sender.forget(id, rpc);
+    receiver.forget(id, rpc);
+    rpc.is_client()
 }
 
 /// [`Endpoint::unscheduled_priority`] for a peer whose cutoffs are
