@@ -48,11 +48,11 @@ impl Endpoint {
         let faults = config.fault_injection.as_ref().map(Faults::new);
         let inner = Arc::new(Inner {
             kick: Kick::new()?,
-            recv_bufs: Mutex::new(RecvBufs::new(config.recv_batch)),
+            recv_bufs: parking_lot::Mutex::new(RecvBufs::new(config.recv_batch)),
             group,
             lanes: std::sync::OnceLock::new(),
             lane_taken,
-            send_queue: Mutex::new(SendQueue::default()),
+            send_queue: parking_lot::Mutex::new(SendQueue::default()),
             sock,
             local,
             epoch: Instant::now(),

@@ -98,12 +98,23 @@ impl Inner {
     /// an RPC with packets another thread is sending or that wait (it then
     /// moved into the line, and a sending thread will send it in turn).
     /// See `sendq.rs`.
+    ///
+    /// (Whether there is anything is checked inline: most rounds of input
+    /// send nothing, and the call to find that out cost some 25
+    /// instructions a round; the same for [`Inner::send_queued`].)
+    #[inline]
     pub(super) fn queue_out(&self, out: &mut Output) -> Option<sendq::KeyMask> {
         if out.is_empty() {
             return None;
         }
+        self.queue_batch(out)
+    }
+
+    /// [`Inner::queue_out`] of a batch that is not empty.
+    #[inline(never)]
+    fn queue_batch(&self, out: &mut Output) -> Option<sendq::KeyMask> {
         let mask = sendq::key_mask(out);
-        let mut q = self.send_queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = self.send_queue.lock();
         q.enqueue(mask, out).then_some(mask)
     }
 
@@ -111,14 +122,20 @@ impl Inner {
     /// `sendq.rs`), until none is left for this thread; `send` is what
     /// [`Inner::queue_out`] returned (when `None`, `out` is empty or was
     /// moved into the line).
+    #[inline]
     pub(super) fn send_queued(&self, send: Option<sendq::KeyMask>, out: &Output) {
-        let Some(mut mask) = send else {
-            return;
-        };
+        if let Some(mask) = send {
+            self.send_batch(mask, out);
+        }
+    }
+
+    /// [`Inner::send_queued`] of a batch this thread is to send.
+    #[inline(never)]
+    fn send_batch(&self, mut mask: sendq::KeyMask, out: &Output) {
         self.send_out(out);
         loop {
             let next = {
-                let mut q = self.send_queue.lock().unwrap_or_else(|p| p.into_inner());
+                let mut q = self.send_queue.lock();
                 q.finish(mask)
             };
             let Some((m, out)) = next else {

@@ -170,8 +170,22 @@ impl RecvBufs {
     /// control lengths back (the kernel leaves the pointers, and ignores
     /// `msg_flags` and `msg_len` on input). Clears the last receive's
     /// datagrams.
+    #[inline]
     fn prepare(&mut self, n: usize) {
         self.got.clear();
+        // (Nearly always, with one datagram per call: no slot was emptied
+        // and no header written, nothing to do. Out of line, the call cost
+        // some 29 instructions on every receive.)
+        if self.emptied.is_empty() && self.dirty == 0 {
+            return;
+        }
+        self.prepare_slots(n);
+    }
+
+    /// [`RecvBufs::prepare`]'s work when a slot was emptied or a header
+    /// written.
+    #[inline(never)]
+    fn prepare_slots(&mut self, n: usize) {
         for i in self.emptied.drain(..) {
             let b = &mut self.bufs[i];
             if b.capacity() == 0 {
@@ -281,15 +295,7 @@ impl HomaSocket {
         // its own name, control buffer and iovec, and the iovec at the whole
         // capacity of its slot's buffer, all owned by `rb`, alive and
         // unaliased for the duration of the call.
-        let r = unsafe {
-            libc::recvmmsg(
-                self.fd(),
-                rb.msgs.as_mut_ptr(),
-                n as libc::c_uint,
-                flags,
-                std::ptr::null_mut(),
-            )
-        };
+        let r = unsafe { sys::recvmmsg(self.fd(), rb.msgs.as_mut_ptr(), n as libc::c_uint, flags) };
         rb.received(n, r as isize);
         let RecvBufs {
             bufs,
@@ -370,20 +376,22 @@ impl HomaSocket {
         if self.ecn && self.kind != Kind::Raw4 {
             return self.recv_one_msg(rb, flags);
         }
-        // SAFETY: all-zero is a valid sockaddr_storage.
-        let mut name: libc::sockaddr_storage = unsafe { zeroed() };
-        let mut namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // (The source goes to the first kept name buffer, not to a local
+        // zeroed for each call, 128 bytes: the kernel writes the family and
+        // the address; what lies beyond them is never read.)
+        let name = &mut rb.names[0];
+        let mut namelen = NAME_LEN;
         let buf = &mut rb.bufs[0];
         let (ptr, room) = room(buf);
         // SAFETY: buf's capacity and name are live, writable and as long as
         // we say.
         let r = unsafe {
-            libc::recvfrom(
+            sys::recvfrom(
                 self.fd(),
                 ptr,
                 room,
                 flags,
-                &mut name as *mut _ as *mut libc::sockaddr,
+                name as *mut _ as *mut libc::sockaddr,
                 &mut namelen,
             )
         };
@@ -391,7 +399,12 @@ impl HomaSocket {
             return self.nothing_received();
         }
         written(buf, r as usize);
-        let Some(src) = sockaddr_addr(&name) else {
+        // (A call that wrote no address, which UDP and raw IP never make,
+        // is taken as an unknown family, as the zeroed name was.)
+        if (namelen as usize) < size_of::<libc::sa_family_t>() {
+            return Ok(0);
+        }
+        let Some(src) = sockaddr_addr(name) else {
             return Ok(0);
         };
         let Some((start, len, tos)) = self.payload(buf, r as usize, None) else {
@@ -416,8 +429,8 @@ impl HomaSocket {
         // control buffer 0 and iovec 0, and the iovec at buffer 0's whole
         // capacity, all owned by `rb`, writable and as long as they say for
         // the whole call.
-        let r = unsafe { libc::recvmsg(self.fd(), &mut rb.msgs[0].msg_hdr, flags) };
-        rb.received(1, r as isize);
+        let r = unsafe { sys::recvmsg(self.fd(), &mut rb.msgs[0].msg_hdr, flags) };
+        rb.received(1, r);
         if r < 0 {
             return self.nothing_received();
         }
@@ -445,18 +458,24 @@ impl HomaSocket {
     /// The result of a receive call that failed: `Ok(0)` when nothing was
     /// waiting (or the call reported an error an ICMP message left on the
     /// socket, which [`HomaSocket::take_icmp_errors`] then reads).
+    ///
+    /// (errno is matched as it is: `io::Error::kind` decodes it through a
+    /// table of every error, some 20 instructions on each empty call of a
+    /// spinning reader. The kinds taken for "nothing came" were
+    /// `WouldBlock` and `Interrupted`, which on Linux are exactly `EAGAIN`,
+    /// the same number as `EWOULDBLOCK`, and `EINTR`.)
+    #[inline]
     fn nothing_received(&self) -> io::Result<usize> {
-        let e = io::Error::last_os_error();
-        if let Some(
-            libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::ENOPROTOOPT,
-        ) = e.raw_os_error()
-        {
-            self.icmp_pending.store(true, Ordering::Release);
-            return Ok(0);
-        }
-        match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-            _ => Err(e),
+        // SAFETY: errno is this thread's own, always readable (what
+        // `io::Error::last_os_error` reads).
+        let errno = unsafe { *libc::__errno_location() };
+        match errno {
+            libc::EAGAIN | libc::EINTR => Ok(0),
+            libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::ENOPROTOOPT => {
+                self.icmp_pending.store(true, Ordering::Release);
+                Ok(0)
+            }
+            _ => Err(io::Error::from_raw_os_error(errno)),
         }
     }
 
@@ -465,11 +484,21 @@ impl HomaSocket {
     /// failed receive said there may be some: for each, the address our
     /// packet went to and the start of that packet as the ICMP message
     /// quoted it (its Homa header). Reads at most 64 per call.
+    ///
+    /// (The check inline, the reading out of line: every receive round of
+    /// a spinning reader asks, and on UDP the answer is always none.)
+    #[inline]
     pub(crate) fn take_icmp_errors(&self) -> Vec<(IpAddr, Vec<u8>)> {
-        let mut out = Vec::new();
         if self.kind != Kind::Raw4 || !self.icmp_pending.swap(false, Ordering::AcqRel) {
-            return out;
+            return Vec::new();
         }
+        self.read_icmp_errors()
+    }
+
+    /// [`HomaSocket::take_icmp_errors`]'s reading.
+    #[inline(never)]
+    fn read_icmp_errors(&self) -> Vec<(IpAddr, Vec<u8>)> {
+        let mut out = Vec::new();
         for _ in 0..64 {
             let mut data = [0u8; 128];
             // SAFETY: all-zero is a valid sockaddr_in and msghdr.
@@ -527,6 +556,88 @@ fn sockaddr_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
             Some(SocketAddr::new(ip, u16::from_be(sin6.sin6_port)))
         }
         _ => None,
+    }
+}
+
+/// The receive calls as bare system calls. glibc's wrappers of these are
+/// cancellation points: each call switches the thread's asynchronous
+/// cancellation on and off around the system call, some 40 instructions of
+/// the ~75 a spinning reader's empty `recvfrom` cost (valgrind), and the
+/// call that brings a packet pays them too. Nothing here cancels threads
+/// (Rust has no `pthread_cancel`), so the same system call without them
+/// does the same. Elsewhere, the wrappers.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod sys {
+    use libc::{c_int, c_long, c_uint, c_void, mmsghdr, msghdr, size_t, sockaddr, socklen_t};
+
+    /// `recvfrom(2)`; -1 and errno on failure, as the wrapper.
+    ///
+    /// # Safety
+    /// As `libc::recvfrom`.
+    #[inline]
+    pub(super) unsafe fn recvfrom(
+        fd: c_int,
+        buf: *mut c_void,
+        len: size_t,
+        flags: c_int,
+        addr: *mut sockaddr,
+        addrlen: *mut socklen_t,
+    ) -> isize {
+        libc::syscall(
+            libc::SYS_recvfrom,
+            fd as c_long,
+            buf,
+            len,
+            flags as c_long,
+            addr,
+            addrlen,
+        ) as isize
+    }
+
+    /// `recvmsg(2)`; -1 and errno on failure.
+    ///
+    /// # Safety
+    /// As `libc::recvmsg`.
+    #[inline]
+    pub(super) unsafe fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> isize {
+        libc::syscall(libc::SYS_recvmsg, fd as c_long, msg, flags as c_long) as isize
+    }
+
+    /// `recvmmsg(2)` without a timeout; -1 and errno on failure.
+    ///
+    /// # Safety
+    /// As `libc::recvmmsg`.
+    #[inline]
+    pub(super) unsafe fn recvmmsg(fd: c_int, msgs: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
+        libc::syscall(
+            libc::SYS_recvmmsg,
+            fd as c_long,
+            msgs,
+            n as c_long,
+            flags as c_long,
+            std::ptr::null_mut::<c_void>(),
+        ) as c_int
+    }
+}
+
+/// Elsewhere: glibc's (or the platform's) wrappers.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+mod sys {
+    use libc::{c_int, c_uint, mmsghdr};
+    pub(super) use libc::{recvfrom, recvmsg};
+
+    /// `recvmmsg(2)` without a timeout.
+    ///
+    /// # Safety
+    /// As `libc::recvmmsg`.
+    pub(super) unsafe fn recvmmsg(fd: c_int, msgs: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
+        libc::recvmmsg(fd, msgs, n as _, flags as _, std::ptr::null_mut())
     }
 }
 
