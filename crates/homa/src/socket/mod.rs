@@ -5,6 +5,7 @@
 mod lanes;
 mod pool;
 mod recv;
+mod sys;
 mod timeout;
 
 pub(crate) use lanes::{
@@ -474,7 +475,7 @@ impl HomaSocket {
             // SAFETY: `buf` holds `len` initialised bytes and the name is a
             // live sockaddr of `name_len` bytes; the kernel only reads both.
             unsafe {
-                libc::sendto(
+                sys::sendto(
                     self.fd(),
                     buf.as_ptr() as *const libc::c_void,
                     len,

@@ -4,7 +4,7 @@
 //! IP header itself over raw IPv4).
 
 use super::pool::BufPool;
-use super::{HomaSocket, Kind};
+use super::{sys, HomaSocket, Kind};
 use crate::cmsg::{self, CmsgBuf};
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -556,88 +556,6 @@ fn sockaddr_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
             Some(SocketAddr::new(ip, u16::from_be(sin6.sin6_port)))
         }
         _ => None,
-    }
-}
-
-/// The receive calls as bare system calls. glibc's wrappers of these are
-/// cancellation points: each call switches the thread's asynchronous
-/// cancellation on and off around the system call, some 40 instructions of
-/// the ~75 a spinning reader's empty `recvfrom` cost (valgrind), and the
-/// call that brings a packet pays them too. Nothing here cancels threads
-/// (Rust has no `pthread_cancel`), so the same system call without them
-/// does the same. Elsewhere, the wrappers.
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-mod sys {
-    use libc::{c_int, c_long, c_uint, c_void, mmsghdr, msghdr, size_t, sockaddr, socklen_t};
-
-    /// `recvfrom(2)`; -1 and errno on failure, as the wrapper.
-    ///
-    /// # Safety
-    /// As `libc::recvfrom`.
-    #[inline]
-    pub(super) unsafe fn recvfrom(
-        fd: c_int,
-        buf: *mut c_void,
-        len: size_t,
-        flags: c_int,
-        addr: *mut sockaddr,
-        addrlen: *mut socklen_t,
-    ) -> isize {
-        libc::syscall(
-            libc::SYS_recvfrom,
-            fd as c_long,
-            buf,
-            len,
-            flags as c_long,
-            addr,
-            addrlen,
-        ) as isize
-    }
-
-    /// `recvmsg(2)`; -1 and errno on failure.
-    ///
-    /// # Safety
-    /// As `libc::recvmsg`.
-    #[inline]
-    pub(super) unsafe fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> isize {
-        libc::syscall(libc::SYS_recvmsg, fd as c_long, msg, flags as c_long) as isize
-    }
-
-    /// `recvmmsg(2)` without a timeout; -1 and errno on failure.
-    ///
-    /// # Safety
-    /// As `libc::recvmmsg`.
-    #[inline]
-    pub(super) unsafe fn recvmmsg(fd: c_int, msgs: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
-        libc::syscall(
-            libc::SYS_recvmmsg,
-            fd as c_long,
-            msgs,
-            n as c_long,
-            flags as c_long,
-            std::ptr::null_mut::<c_void>(),
-        ) as c_int
-    }
-}
-
-/// Elsewhere: glibc's (or the platform's) wrappers.
-#[cfg(not(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-)))]
-mod sys {
-    use libc::{c_int, c_uint, mmsghdr};
-    pub(super) use libc::{recvfrom, recvmsg};
-
-    /// `recvmmsg(2)` without a timeout.
-    ///
-    /// # Safety
-    /// As `libc::recvmmsg`.
-    pub(super) unsafe fn recvmmsg(fd: c_int, msgs: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
-        libc::recvmmsg(fd, msgs, n as _, flags as _, std::ptr::null_mut())
     }
 }
 
