@@ -700,18 +700,7 @@ mod tests {
         rx.bind(&SockAddr::from(any)).unwrap();
         rx.set_read_timeout(Some(std::time::Duration::from_secs(5)))
             .unwrap();
-        let v: libc::c_int = 1;
-        // SAFETY: a live socket and a c_int option on the stack.
-        let r = unsafe {
-            libc::setsockopt(
-                rx.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_RECVTOS,
-                &v as *const libc::c_int as *const libc::c_void,
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(r, 0);
+        rx.set_recv_tos(true).unwrap();
         let to = rx.local_addr().unwrap().as_socket().unwrap();
         let header = homa_wire::HeaderBuf::from_slice(&[0xA5; 60]).unwrap();
         for (priority, len) in [(7u8, 100usize), (7, 3_000), (3, 100), (0, 3_000), (7, 0)] {
