@@ -46,6 +46,11 @@ pub struct ClientOptions {
     /// endpoint (as separate client processes would), instead of all
     /// sharing one. The report's Homa metrics are then those of the first.
     pub homa_endpoint_per_client: bool,
+    /// Homa only: the client endpoints are connected to the server
+    /// ([`homa::Config::peer`]), as the UDP and TCP clients' sockets are,
+    /// where the configuration allows it (UDP, one socket, no peer of its
+    /// own). Default on.
+    pub homa_connect: bool,
     /// Seed of the request-size sampling (worker i uses seed + i).
     pub seed: u64,
 }
@@ -68,6 +73,7 @@ impl ClientOptions {
             homa_config: homa::Config::loopback(),
             pipelined: false,
             homa_endpoint_per_client: false,
+            homa_connect: true,
             seed: 1,
         }
     }
@@ -214,6 +220,13 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
         Protocol::Homa => {
             let mut config = opts.homa_config.clone();
             config.busy_poll |= opts.busy_poll;
+            if opts.homa_connect
+                && config.peer.is_none()
+                && config.transport == homa::Transport::Udp
+                && config.lanes <= 1
+            {
+                config.peer = Some(opts.server);
+            }
             let endpoint = homa_rpc::bind(homa_rpc::client_bind_addr(opts.server), config)?;
             let result = run_homa(opts, &endpoint, &params);
             homa_metrics = serde_json::to_value(endpoint.metrics()).ok().map(|mut m| {

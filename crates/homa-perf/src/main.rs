@@ -196,6 +196,11 @@ struct ClientArgs {
     /// power of two up to 64.
     #[arg(long, value_name = "N")]
     lanes: Option<usize>,
+    /// Homa: leave the client's socket unconnected (by default it is
+    /// connected to the server, as the UDP and TCP clients' are, when the
+    /// configuration allows: UDP, one socket).
+    #[arg(long)]
+    unconnected: bool,
     /// Give up on an RPC after this many milliseconds (counted as an error).
     #[arg(long, default_value_t = 5_000)]
     timeout_ms: u64,
@@ -404,6 +409,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             opts.pipelined = a.pipelined;
             opts.homa_endpoint_per_client = a.endpoint_per_client;
+            opts.homa_connect = !a.unconnected;
             opts.seed = a.seed;
             let report = run_client(&opts)?;
             if a.json {

@@ -22,7 +22,10 @@ impl Endpoint {
             default_priority: Some(config.core.num_priorities.saturating_sub(1)),
             lanes: config.lanes,
         };
-        let (sock, local) = crate::socket::open_group(addr, &group)?;
+        let (mut sock, local) = crate::socket::open_group(addr, &group)?;
+        if let Some(peer) = config.peer {
+            sock.connect(peer)?;
+        }
         let lane_count = if group.has_lanes() { config.lanes } else { 0 };
         let mut config = config;
         // (Also fills in the ByteDance mode's GSO/GRO batch sizes from the

@@ -258,7 +258,7 @@ impl Inner {
         Error,
     > {
         self.check_open()?;
-        self.check_family(dest)?;
+        self.check_dest(dest)?;
         let mut st = self.lock();
         self.check_open()?;
         let Some(lane) = st.lanes.take(LAST_LANE.get()) else {

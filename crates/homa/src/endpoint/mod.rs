@@ -305,15 +305,18 @@ impl Inner {
         self.state.lock()
     }
 
-    /// Starts an RPC: returns its id, the lock (still held) and what
-    /// [`Inner::queue_out`] said of `out`, the output taken (whether the
-    /// caller is to send it once it releases the lock, with
-    /// [`Inner::send_queued`]).
-    /// Refuses a peer of the other IP family.
-    fn check_family(&self, dest: SocketAddr) -> Result<(), Error> {
+    /// Refuses a request to `dest` that could not be answered: another IP
+    /// version, or (a connected endpoint) anyone but its peer.
+    fn check_dest(&self, dest: SocketAddr) -> Result<(), Error> {
         if dest.is_ipv4() != self.local.is_ipv4() {
             return Err(Error::BadAddress(format!(
                 "{dest}: this endpoint ({}) speaks the other IP version",
+                self.local
+            )));
+        }
+        if let Some(peer) = self.config.peer.filter(|&p| p != dest) {
+            return Err(Error::BadAddress(format!(
+                "{dest}: this endpoint ({}) talks to {peer} only (Config::peer)",
                 self.local
             )));
         }
@@ -338,6 +341,10 @@ impl Inner {
         (r, was_done)
     }
 
+    /// Starts an RPC: returns its id, the lock (still held) and what
+    /// [`Inner::queue_out`] said of `out`, the output taken (whether the
+    /// caller is to send it once it releases the lock, with
+    /// [`Inner::send_queued`]).
     fn start_request(
         &self,
         dest: SocketAddr,
@@ -345,7 +352,7 @@ impl Inner {
         out: &mut Output,
     ) -> Result<(RpcId, MutexGuard<'_, State>, Option<sendq::KeyMask>), Error> {
         self.check_open()?;
-        self.check_family(dest)?;
+        self.check_dest(dest)?;
         let mut st = self.lock();
         // Again under the lock: a shutdown that came in between has ended
         // the core's RPCs (it sets `closed` before it takes the lock).

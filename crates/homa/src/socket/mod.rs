@@ -107,6 +107,10 @@ pub(crate) struct HomaSocket {
     /// send there is; see `send_one`). `None`: every packet's TOS goes in
     /// a control message.
     default_tos: Option<u8>,
+    /// The peer the socket is connected to (UDP, [`crate::Config::peer`]):
+    /// packets to it go without an address, so the kernel uses the route
+    /// it keeps instead of looking one up.
+    connected: Option<SocketAddr>,
     _raw_port: Option<RawPort>,
 }
 
@@ -214,6 +218,7 @@ impl HomaSocket {
             icmp_pending: std::sync::atomic::AtomicBool::new(false),
             recv_timeout_ns: std::sync::atomic::AtomicU64::new(BLOCKED_RECV_LIMIT.as_nanos() as u64),
             default_tos: None,
+            connected: None,
             _raw_port: raw_port,
         };
         if kind == Kind::Raw4 {
@@ -255,10 +260,32 @@ impl HomaSocket {
         }
     }
 
+    /// Connects a UDP socket to `peer`: the kernel then keeps the route
+    /// (a send skips its lookup) and takes datagrams from `peer` alone.
+    pub(crate) fn connect(&mut self, peer: SocketAddr) -> Result<(), Error> {
+        if self.kind == Kind::Raw4 {
+            return Err(Error::Config(format!(
+                "peer {peer}: raw IP sockets are not connected"
+            )));
+        }
+        if peer.is_ipv4() != (self.kind == Kind::Udp4) {
+            return Err(Error::BadAddress(format!(
+                "peer {peer}: the endpoint speaks the other IP version"
+            )));
+        }
+        self.socket
+            .connect(&SockAddr::from(peer))
+            .map_err(|e| Error::BadAddress(format!("peer {peer}: {e}")))?;
+        self.connected = Some(peer);
+        Ok(())
+    }
+
     /// True when a reader may sleep in the receive call itself
     /// ([`HomaSocket::recv_wait`]), woken by [`HomaSocket::kick_self`].
+    /// Not a connected socket: it drops the kick, which comes from itself
+    /// and not from its peer.
     pub(crate) fn can_block(&self) -> bool {
-        self.kind != Kind::Raw4
+        self.kind != Kind::Raw4 && self.connected.is_none()
     }
 
     /// Wakes a reader asleep in [`HomaSocket::recv_wait`]: a zero-length
@@ -401,8 +428,10 @@ impl HomaSocket {
             // refers to a vector that outlives the sendmmsg call, and the
             // kernel only reads through the iovecs.
             let mut m: libc::mmsghdr = unsafe { zeroed() };
-            m.msg_hdr.msg_name = names[g].as_ptr() as *mut libc::c_void;
-            m.msg_hdr.msg_namelen = names[g].len();
+            if self.connected != Some(batch[first].dst) {
+                m.msg_hdr.msg_name = names[g].as_ptr() as *mut libc::c_void;
+                m.msg_hdr.msg_namelen = names[g].len();
+            }
             m.msg_hdr.msg_iov = &mut iovs[2 * first];
             m.msg_hdr.msg_iovlen = (2 * count) as _;
             let tos = self.tos(batch[first].priority);
@@ -464,7 +493,13 @@ impl HomaSocket {
             Kind::Raw4 => SocketAddr::new(t.dst.ip(), 0),
             _ => t.dst,
         });
-        let (name_ptr, name_len) = name.as_ptr_len();
+        // (A connected socket's peer takes no address: with one the kernel
+        // would look its route up again.)
+        let (name_ptr, name_len) = if self.connected == Some(t.dst) {
+            (std::ptr::null(), 0)
+        } else {
+            name.as_ptr_len()
+        };
         let tos = self.tos(t.priority);
         let own_tos = self.default_tos == Some(tos);
         let len = t.header.len() + t.payload.len();
