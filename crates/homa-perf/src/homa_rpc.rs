@@ -12,7 +12,7 @@
 
 use crate::error::PerfError;
 use crate::proto::{
-    do_work, expected_response_size, make_request, make_response_to, request_head,
+    do_work, expected_response_size, make_request_in, make_response_to, request_head,
     request_ok_parts, request_tag, response_ok_parts, wanted_response_size,
 };
 use crate::stats::Recorder;
@@ -84,10 +84,18 @@ pub(crate) fn serve(
 /// another RPC is caught.
 static NEXT_TAG: AtomicU64 = AtomicU64::new(1);
 
-/// A fresh patterned request (see [`make_request`]) and its tag.
+thread_local! {
+    /// The calling thread's requests are made here ([`make_request_in`]).
+    static ARENA: std::cell::RefCell<bytes::BytesMut> = std::cell::RefCell::new(bytes::BytesMut::new());
+}
+
+/// A fresh patterned request (see [`make_request`]) and its tag, made in
+/// the thread's arena (every client of every transport makes its
+/// requests here).
 pub(crate) fn new_request(response_size: usize, len: usize) -> (u64, Bytes) {
     let tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
-    (tag, make_request(tag, response_size, len))
+    let request = ARENA.with(|a| make_request_in(&mut a.borrow_mut(), tag, response_size, len));
+    (tag, request)
 }
 
 /// One of K threads doing blocking `call`s on a shared endpoint.
