@@ -86,8 +86,28 @@ static PATTERN: std::sync::Mutex<Option<bytes::Bytes>> = std::sync::Mutex::new(N
 
 /// At least `len` bytes of the deterministic pattern every request body and
 /// response is cut from: byte `i` is byte `i % 8` (little-endian) of
-/// splitmix64(`i / 8`). Cheap to clone (shared).
+/// splitmix64(`i / 8`). Cheap to clone (shared), and without a lock once
+/// the thread has seen a long enough one: clients and servers cut every
+/// request, response and check from it, from many threads at once.
 pub fn pattern(len: usize) -> bytes::Bytes {
+    thread_local! {
+        static SEEN: std::cell::RefCell<Option<bytes::Bytes>> = const { std::cell::RefCell::new(None) };
+    }
+    SEEN.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        match seen.as_ref() {
+            Some(b) if b.len() >= len => b.clone(),
+            _ => {
+                let b = shared_pattern(len);
+                *seen = Some(b.clone());
+                b
+            }
+        }
+    })
+}
+
+/// [`pattern`] from the process's copy, grown on demand.
+fn shared_pattern(len: usize) -> bytes::Bytes {
     let mut p = PATTERN.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(b) = p.as_ref() {
         if b.len() >= len {
