@@ -46,11 +46,15 @@ pub struct ClientOptions {
     /// endpoint (as separate client processes would), instead of all
     /// sharing one. The report's Homa metrics are then those of the first.
     pub homa_endpoint_per_client: bool,
-    /// Homa only: the client endpoints are connected to the server
-    /// ([`homa::Config::peer`]), as the UDP and TCP clients' sockets are,
-    /// where the configuration allows it (UDP, one socket, no peer of its
-    /// own). Default on.
-    pub homa_connect: bool,
+    /// Homa only: whether the client endpoints are connected to the server
+    /// ([`homa::Config::peer`]), as the UDP and TCP clients' sockets are
+    /// (where the configuration allows it: UDP, one socket, no peer of its
+    /// own). `None` (the default): when busy-polling, where it saves the
+    /// kernel's route lookup on every send and costs nothing; a connected
+    /// endpoint's readers sleep in `ppoll` rather than in the receive
+    /// call, which made a sleeping 100 B round trip slower
+    /// (docs/runtime-profile.md, twelfth pass).
+    pub homa_connect: Option<bool>,
     /// Seed of the request-size sampling (worker i uses seed + i).
     pub seed: u64,
 }
@@ -73,7 +77,7 @@ impl ClientOptions {
             homa_config: homa::Config::loopback(),
             pipelined: false,
             homa_endpoint_per_client: false,
-            homa_connect: true,
+            homa_connect: None,
             seed: 1,
         }
     }
@@ -220,7 +224,7 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
         Protocol::Homa => {
             let mut config = opts.homa_config.clone();
             config.busy_poll |= opts.busy_poll;
-            if opts.homa_connect
+            if opts.homa_connect.unwrap_or(config.busy_poll)
                 && config.peer.is_none()
                 && config.transport == homa::Transport::Udp
                 && config.lanes <= 1

@@ -196,17 +196,29 @@ struct ClientArgs {
     /// power of two up to 64.
     #[arg(long, value_name = "N")]
     lanes: Option<usize>,
-    /// Homa: leave the client's socket unconnected (by default it is
-    /// connected to the server, as the UDP and TCP clients' are, when the
-    /// configuration allows: UDP, one socket).
-    #[arg(long)]
-    unconnected: bool,
+    /// Homa: connect the client's socket to the server (`yes`), as the UDP
+    /// and TCP clients' are, or not (`no`); `auto`: when busy-polling
+    /// (a connected endpoint's readers sleep in ppoll, not in the receive
+    /// call). Only where the configuration allows: UDP, one socket.
+    #[arg(long, value_enum, default_value_t = Connect::Auto)]
+    connect: Connect,
     /// Give up on an RPC after this many milliseconds (counted as an error).
     #[arg(long, default_value_t = 5_000)]
     timeout_ms: u64,
     /// Seed of the request-size sampling.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+}
+
+/// Whether a Homa client's socket is connected to its server.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Connect {
+    /// When busy-polling.
+    Auto,
+    /// Always.
+    Yes,
+    /// Never.
+    No,
 }
 
 #[derive(Debug, Args)]
@@ -409,7 +421,11 @@ fn run(cli: Cli) -> Result<()> {
             }
             opts.pipelined = a.pipelined;
             opts.homa_endpoint_per_client = a.endpoint_per_client;
-            opts.homa_connect = !a.unconnected;
+            opts.homa_connect = match a.connect {
+                Connect::Auto => None,
+                Connect::Yes => Some(true),
+                Connect::No => Some(false),
+            };
             opts.seed = a.seed;
             let report = run_client(&opts)?;
             if a.json {
