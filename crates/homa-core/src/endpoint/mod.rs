@@ -558,32 +558,7 @@ impl Endpoint {
         self.sender.refile(id, rpc);
         self.receiver.refile(now, id, rpc, grant_window);
         let held = grant_window == Some(0) && rpc.in_grant_policy;
-        // (What it waits for is worked out once here: `heard` changes
-        // nothing it depends on.)
-        let wait = rpc.wait();
-        let waiting = wait.is_some();
-        if waiting && !rpc.waiting {
-            // Silence counts from when the RPC started waiting (a message
-            // that sat in the sender's queue was not waiting on its peer).
-            rpc.heard(now.max(rpc.last_heard));
-        }
-        rpc.waiting = waiting;
-        if let Some(wait) = wait {
-            let lenient = rpc.lenient_wait_for(wait);
-            match rpc.timer {
-                None => {
-                    let at = timer::due_for(&self.config, rpc, wait);
-                    rpc.timer = Some(self.timers.set_rpc(id, at, lenient));
-                }
-                // It waits for more than an ack again: the same deadline,
-                // kept strictly.
-                Some(t) if t.lenient && !lenient => {
-                    self.timers.cancel_rpc(id, Some(t));
-                    rpc.timer = Some(self.timers.set_rpc(id, t.at, lenient));
-                }
-                Some(_) => {}
-            }
-        }
+        refile_wait(&self.config, &mut self.timers, now, id, rpc);
         if held {
             self.hold_for_pause(now, id);
         }
@@ -809,6 +784,69 @@ impl Endpoint {
             }
         }
     }
+}
+
+/// [`Endpoint::after_change`]'s last part, for RPC `id` (`rpc`): whether
+/// it waits on its peer (silence counted from when it started to), and
+/// its silence timer.
+#[inline]
+fn refile_wait(config: &Config, timers: &mut TimerTable, now: Nanos, id: RpcId, rpc: &mut Rpc) {
+    // (What it waits for is worked out once here: `heard` changes
+    // nothing it depends on.)
+    let wait = rpc.wait();
+    let waiting = wait.is_some();
+    if waiting && !rpc.waiting {
+        // Silence counts from when the RPC started waiting (a message
+        // that sat in the sender's queue was not waiting on its peer).
+        rpc.heard(now.max(rpc.last_heard));
+    }
+    rpc.waiting = waiting;
+    if let Some(wait) = wait {
+        let lenient = rpc.lenient_wait_for(wait);
+        match rpc.timer {
+            None => {
+                let at = timer::due_for(config, rpc, wait);
+                rpc.timer = Some(timers.set_rpc(id, at, lenient));
+            }
+            // It waits for more than an ack again: the same deadline,
+            // kept strictly.
+            Some(t) if t.lenient && !lenient => {
+                timers.cancel_rpc(id, Some(t));
+                rpc.timer = Some(timers.set_rpc(id, t.at, lenient));
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// [`Endpoint::after_change`] of RPC `id` (`rpc`, found by the caller)
+/// after a DATA packet of its outgoing message was made, when it has no
+/// incoming message and nothing in the receiver's care (its policy, its
+/// table of partly received requests): the receiver's refiling would then
+/// change nothing, and neither would ByteDance's grant pause (it holds
+/// RPCs in the receiver's policy only), so only the sender's filing and
+/// [`refile_wait`] are done here, without looking the RPC up again.
+/// Returns false, having changed nothing, for any other RPC: the caller
+/// then calls `after_change`. (Between a packet's making and its send.)
+#[inline]
+fn refile_sent(
+    sender: &mut Sender,
+    config: &Config,
+    timers: &mut TimerTable,
+    now: Nanos,
+    id: RpcId,
+    rpc: &mut Rpc,
+) -> bool {
+    if rpc.phase.msgin().is_some()
+        || matches!(rpc.phase, Phase::Receiving { .. })
+        || rpc.in_grant_policy
+        || rpc.embryo.is_some()
+    {
+        return false;
+    }
+    sender.refile(id, rpc);
+    refile_wait(config, timers, now, id, rpc);
+    true
 }
 
 /// [`Endpoint::after_change`] of RPC `id` (`rpc`, found by the caller)
