@@ -397,9 +397,18 @@ impl Endpoint {
         let prio = self.unscheduled_priority(rpc.peer, len);
         let unsched = self.unscheduled_for(rpc.peer, len, incast);
         let seq = self.next_seq();
-        let response = OutMessage::new(message, unsched, prio, seq, self.retransmit_budget(len));
+        let budget = self.retransmit_budget(len);
         let r = self.rpcs.get_mut(&rpc).expect("checked above");
-        r.phase = Phase::Responding { response };
+        // (Made where it lies, over a phase known to own nothing: made
+        // first and then moved in, the message was copied twice.)
+        match &mut r.phase {
+            phase @ Phase::InService => {
+                *phase = Phase::Responding {
+                    response: OutMessage::new(message, unsched, prio, seq, budget),
+                }
+            }
+            _ => unreachable!("checked above"),
+        }
         r.heard(now);
         self.sender.buffered += len as u64;
         // (Filed with the sender alone: see `file_new_message`.)
