@@ -576,11 +576,13 @@ impl Endpoint {
     /// Adds a new RPC to the table. An RPC of the same id that ended and
     /// was not yet freed is freed first (its timer cancelled), and when the
     /// table's slots would otherwise exceed `max_rpcs` every ended RPC is.
-    fn insert_rpc(&mut self, id: RpcId, rpc: Rpc) {
+    /// The RPC is built by `make`, in its slot (see
+    /// [`RpcTable::insert_with`]).
+    fn insert_rpc(&mut self, id: RpcId, make: impl FnOnce() -> Rpc) {
         self.make_room_for_rpc();
         // (Callers insert ids that are not live: what this replaces is a
         // dead RPC.)
-        if let Some(timer) = self.rpcs.insert(id, rpc) {
+        if let Some(timer) = self.rpcs.insert_with(id, make) {
             self.timers.cancel_rpc(id, timer);
         }
     }
