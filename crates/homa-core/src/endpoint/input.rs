@@ -425,11 +425,14 @@ impl Endpoint {
         let (request, granted) = self.receiver.admit(h, seq);
         self.record_size(now, h.message_length);
         self.bytedance_new_message(now, id, h, granted);
-        // (Made right before it goes in: an RPC kept across the calls
-        // above was copied once more.)
-        let mut rpc = Rpc::new(Phase::Receiving { request }, now);
-        rpc.incast = h.flags & DATA_FLAG_INCAST != 0;
-        self.insert_rpc(id, rpc);
+        // (Made where it goes: an RPC kept across the calls above was
+        // copied once more, and one passed in twice.)
+        let incast = h.flags & DATA_FLAG_INCAST != 0;
+        self.insert_rpc(id, || {
+            let mut rpc = Rpc::new(Phase::Receiving { request }, now);
+            rpc.incast = incast;
+            rpc
+        });
         true
     }
 

@@ -373,7 +373,14 @@ impl Endpoint {
         self.sender.buffered += len as u64;
         self.metrics.requests_started += 1;
         self.metrics.incast_requests += incast as u64;
-        self.after_change(now, id);
+        // (Filed with the sender alone: see `file_new_message`.)
+        let filed = match self.rpcs.get_mut(&id) {
+            Some(rpc) => file_new_message(&mut self.sender, id, rpc),
+            None => false,
+        };
+        if !filed {
+            self.after_change(now, id);
+        }
         trace!(%id, len, incast, "request started");
         Ok(id)
     }
@@ -390,12 +397,24 @@ impl Endpoint {
         let prio = self.unscheduled_priority(rpc.peer, len);
         let unsched = self.unscheduled_for(rpc.peer, len, incast);
         let seq = self.next_seq();
-        let response = OutMessage::new(message, unsched, prio, seq, self.retransmit_budget(len));
+        let budget = self.retransmit_budget(len);
         let r = self.rpcs.get_mut(&rpc).expect("checked above");
-        r.phase = Phase::Responding { response };
+        // (Made where it lies, over a phase known to own nothing: made
+        // first and then moved in, the message was copied twice.)
+        match &mut r.phase {
+            phase @ Phase::InService => {
+                *phase = Phase::Responding {
+                    response: OutMessage::new(message, unsched, prio, seq, budget),
+                }
+            }
+            _ => unreachable!("checked above"),
+        }
         r.heard(now);
         self.sender.buffered += len as u64;
-        self.after_change(now, rpc);
+        // (Filed with the sender alone: see `file_new_message`.)
+        if !file_new_message(&mut self.sender, rpc, r) {
+            self.after_change(now, rpc);
+        }
         Ok(())
     }
 
@@ -548,32 +567,7 @@ impl Endpoint {
         self.sender.refile(id, rpc);
         self.receiver.refile(now, id, rpc, grant_window);
         let held = grant_window == Some(0) && rpc.in_grant_policy;
-        // (What it waits for is worked out once here: `heard` changes
-        // nothing it depends on.)
-        let wait = rpc.wait();
-        let waiting = wait.is_some();
-        if waiting && !rpc.waiting {
-            // Silence counts from when the RPC started waiting (a message
-            // that sat in the sender's queue was not waiting on its peer).
-            rpc.heard(now.max(rpc.last_heard));
-        }
-        rpc.waiting = waiting;
-        if let Some(wait) = wait {
-            let lenient = rpc.lenient_wait_for(wait);
-            match rpc.timer {
-                None => {
-                    let at = timer::due_for(&self.config, rpc, wait);
-                    rpc.timer = Some(self.timers.set_rpc(id, at, lenient));
-                }
-                // It waits for more than an ack again: the same deadline,
-                // kept strictly.
-                Some(t) if t.lenient && !lenient => {
-                    self.timers.cancel_rpc(id, Some(t));
-                    rpc.timer = Some(self.timers.set_rpc(id, t.at, lenient));
-                }
-                Some(_) => {}
-            }
-        }
+        refile_wait(&self.config, &mut self.timers, now, id, rpc);
         if held {
             self.hold_for_pause(now, id);
         }
@@ -582,11 +576,13 @@ impl Endpoint {
     /// Adds a new RPC to the table. An RPC of the same id that ended and
     /// was not yet freed is freed first (its timer cancelled), and when the
     /// table's slots would otherwise exceed `max_rpcs` every ended RPC is.
-    fn insert_rpc(&mut self, id: RpcId, rpc: Rpc) {
+    /// The RPC is built by `make`, in its slot (see
+    /// [`RpcTable::insert_with`]).
+    fn insert_rpc(&mut self, id: RpcId, make: impl FnOnce() -> Rpc) {
         self.make_room_for_rpc();
         // (Callers insert ids that are not live: what this replaces is a
         // dead RPC.)
-        if let Some(timer) = self.rpcs.insert(id, rpc) {
+        if let Some(timer) = self.rpcs.insert_with(id, make) {
             self.timers.cancel_rpc(id, timer);
         }
     }
@@ -799,6 +795,94 @@ impl Endpoint {
             }
         }
     }
+}
+
+/// [`Endpoint::after_change`]'s last part, for RPC `id` (`rpc`): whether
+/// it waits on its peer (silence counted from when it started to), and
+/// its silence timer.
+#[inline]
+fn refile_wait(config: &Config, timers: &mut TimerTable, now: Nanos, id: RpcId, rpc: &mut Rpc) {
+    // (What it waits for is worked out once here: `heard` changes
+    // nothing it depends on.)
+    let wait = rpc.wait();
+    let waiting = wait.is_some();
+    if waiting && !rpc.waiting {
+        // Silence counts from when the RPC started waiting (a message
+        // that sat in the sender's queue was not waiting on its peer).
+        rpc.heard(now.max(rpc.last_heard));
+    }
+    rpc.waiting = waiting;
+    if let Some(wait) = wait {
+        let lenient = rpc.lenient_wait_for(wait);
+        match rpc.timer {
+            None => {
+                let at = timer::due_for(config, rpc, wait);
+                rpc.timer = Some(timers.set_rpc(id, at, lenient));
+            }
+            // It waits for more than an ack again: the same deadline,
+            // kept strictly.
+            Some(t) if t.lenient && !lenient => {
+                timers.cancel_rpc(id, Some(t));
+                rpc.timer = Some(timers.set_rpc(id, t.at, lenient));
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// [`Endpoint::after_change`] of RPC `id` (`rpc`, found by the caller)
+/// after a DATA packet of its outgoing message was made, when it has no
+/// incoming message and nothing in the receiver's care (its policy, its
+/// table of partly received requests): the receiver's refiling would then
+/// change nothing, and neither would ByteDance's grant pause (it holds
+/// RPCs in the receiver's policy only), so only the sender's filing and
+/// [`refile_wait`] are done here, without looking the RPC up again.
+/// Returns false, having changed nothing, for any other RPC: the caller
+/// then calls `after_change`. (Between a packet's making and its send.)
+#[inline]
+fn refile_sent(
+    sender: &mut Sender,
+    config: &Config,
+    timers: &mut TimerTable,
+    now: Nanos,
+    id: RpcId,
+    rpc: &mut Rpc,
+) -> bool {
+    if rpc.phase.msgin().is_some()
+        || matches!(rpc.phase, Phase::Receiving { .. })
+        || rpc.in_grant_policy
+        || rpc.embryo.is_some()
+    {
+        return false;
+    }
+    sender.refile(id, rpc);
+    refile_wait(config, timers, now, id, rpc);
+    true
+}
+
+/// [`Endpoint::after_change`] of RPC `id` (`rpc`, found by the caller)
+/// whose outgoing message was just made (a new request, a reply), when it
+/// has no incoming message, nothing in the receiver's care (its policy,
+/// its table of partly received requests) and waits for nothing from its
+/// peer (none of the message is sent yet): all `after_change` would then
+/// change is the sender's filing and `rpc.waiting` (false), and that is
+/// done here, without the receiver's, the timers' and ByteDance's checks.
+/// Returns false, having changed nothing, for any other RPC: the caller
+/// then calls `after_change`. (On the path from a response's arrival to
+/// the next request, and from a request's to its reply.)
+#[inline]
+fn file_new_message(sender: &mut Sender, id: RpcId, rpc: &mut Rpc) -> bool {
+    if rpc.phase.msgin().is_some()
+        || matches!(rpc.phase, Phase::Receiving { .. })
+        || rpc.in_grant_policy
+        || rpc.embryo.is_some()
+        || rpc.wait().is_some()
+    {
+        return false;
+    }
+    sender.refile(id, rpc);
+    rpc.waiting = false;
+    true
 }
 
 /// [`Endpoint::unfile_rpc`] of RPC `id`, found already (`rpc`): out of

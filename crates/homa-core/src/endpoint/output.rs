@@ -126,6 +126,7 @@ impl Endpoint {
     fn data_packet_of(&mut self, now: Nanos, id: RpcId) -> Option<Transmit> {
         let max_payload = self.config.max_payload();
         let top = self.config.top_priority();
+        let bytedance_flag = self.bytedance_data_flag();
         let rpc = self.rpcs.get_mut(&id)?;
         let is_client = matches!(rpc.phase, Phase::Client { .. });
         let incast = rpc.incast && is_client;
@@ -162,7 +163,7 @@ impl Endpoint {
             retransmit: chunk.retransmit,
             flags: self.sender.policy.data_flags(self.sender.unspent_credit)
                 | if incast { DATA_FLAG_INCAST } else { 0 }
-                | self.bytedance_data_flag()
+                | bytedance_flag
                 | stream_flags,
             offset: chunk.offset,
             stream_seq,
@@ -182,8 +183,19 @@ impl Endpoint {
         }
         if ack.client_id != 0 && stale {
             self.refresh_peer(now, id.peer);
+            self.after_change(now, id);
+        // (Otherwise the RPC at hand is refiled, not looked up again,
+        // unless it needs the whole `after_change`: see `refile_sent`.)
+        } else if !super::refile_sent(
+            &mut self.sender,
+            &self.config,
+            &mut self.timers,
+            now,
+            id,
+            rpc,
+        ) {
+            self.after_change(now, id);
         }
-        self.after_change(now, id);
         Some(Transmit {
             dst: id.peer,
             priority: chunk.priority.min(top),

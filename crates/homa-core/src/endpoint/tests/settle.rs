@@ -249,3 +249,114 @@ fn a_request_whole_in_its_first_packet_is_handed_over_with_nothing_to_refile() {
     };
     assert!(net.eps[1].rpcs.get(&big).unwrap().in_service_unfiled());
 }
+
+#[test]
+fn a_new_request_or_reply_is_filed_as_after_change_would() {
+    // `send_request` and `reply` file a new message with the sender alone
+    // (`file_new_message`): re-filing the RPC with `after_change` right
+    // after changes nothing, for one-packet and longer messages, and for
+    // an empty one (which waits for its peer at once, so takes the whole
+    // `after_change`).
+    let mut net = Net::new(2, Config::default());
+    let look = |e: &Endpoint, rpc: RpcId| {
+        (
+            format!("{:?}", e.rpcs.get(&rpc).unwrap()),
+            e.metrics(),
+            e.poll_timeout(),
+            e.poll_timeout_strict(),
+            e.timers.len(),
+            e.sender.unspent_credit,
+            e.sender.has_filed(),
+            e.has_grantable_incoming(),
+        )
+    };
+    for len in [0, 100, 5000, 200_000] {
+        let id = net.eps[0]
+            .send_request(0, addr(1), payload(len, 1))
+            .unwrap();
+        assert!(net.eps[0].sender.has_filed() || len == 0);
+        let before = look(&net.eps[0], id);
+        net.eps[0].after_change(0, id);
+        assert_eq!(before, look(&net.eps[0], id), "request of {len} bytes");
+        net.pump();
+        let rpc = match net.events(1).pop() {
+            Some(Event::Request { rpc, .. }) => rpc,
+            e => panic!("expected the request, got {e:?}"),
+        };
+        net.eps[1].reply(0, rpc, payload(len, 2)).unwrap();
+        let before = look(&net.eps[1], rpc);
+        net.eps[1].after_change(0, rpc);
+        assert_eq!(before, look(&net.eps[1], rpc), "reply of {len} bytes");
+        net.pump();
+        assert!(matches!(
+            net.events(0).pop(),
+            Some(Event::Response { rpc, .. }) if rpc == id
+        ));
+    }
+}
+
+#[test]
+fn an_rpc_is_refiled_after_each_data_packet_as_after_change_would() {
+    // `data_packet_of` refiles the RPC at hand (`refile_sent`) unless it
+    // needs the whole `after_change`: after every DATA packet made, on
+    // either side, `after_change` changes nothing more, for messages of
+    // one packet, of several, and with scheduled bytes.
+    let mut net = Net::new(2, Config::default());
+    let look = |e: &Endpoint, rpc: RpcId| {
+        (
+            format!("{:?}", e.rpcs.get(&rpc)),
+            e.metrics(),
+            e.poll_timeout(),
+            e.poll_timeout_strict(),
+            e.timers.len(),
+            e.sender.unspent_credit,
+            e.sender.has_filed(),
+            e.has_grantable_incoming(),
+        )
+    };
+    let mut checked = 0;
+    for len in [1, 100, 5000, 200_000] {
+        let id = net.eps[0]
+            .send_request(0, addr(1), payload(len, 1))
+            .unwrap();
+        let mut replied = false;
+        loop {
+            let mut moved = false;
+            for i in 0..2 {
+                while let Some(t) = net.eps[i].poll_transmit(net.now).map(whole) {
+                    moved = true;
+                    let p = parse(&t);
+                    if matches!(p.body, Body::Data { .. }) {
+                        let rpc = RpcId {
+                            peer: t.dst,
+                            id: p.common.sender_id,
+                        };
+                        let before = look(&net.eps[i], rpc);
+                        net.eps[i].after_change(net.now, rpc);
+                        assert_eq!(before, look(&net.eps[i], rpc), "{len} bytes, side {i}");
+                        checked += 1;
+                    }
+                    let to = net.idx(t.dst);
+                    let src = net.eps[i].local_addr().ip();
+                    net.eps[to].handle_packet(net.now, src, &t.header);
+                }
+            }
+            if !replied {
+                if let Some(Event::Request { rpc, .. }) = net.events(1).pop() {
+                    net.eps[1].reply(net.now, rpc, payload(len, 2)).unwrap();
+                    replied = true;
+                    continue;
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        assert!(replied);
+        assert!(matches!(
+            net.events(0).pop(),
+            Some(Event::Response { rpc, .. }) if rpc == id
+        ));
+    }
+    assert!(checked > 100);
+}
