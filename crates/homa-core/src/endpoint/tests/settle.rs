@@ -250,6 +250,21 @@ fn a_request_whole_in_its_first_packet_is_handed_over_with_nothing_to_refile() {
     assert!(net.eps[1].rpcs.get(&big).unwrap().in_service_unfiled());
 }
 
+/// Everything `after_change` may change for `rpc`: the RPC itself, the
+/// counters, the timers, the sender's and the receiver's filing.
+fn filing_state(e: &Endpoint, rpc: RpcId) -> impl PartialEq + std::fmt::Debug {
+    (
+        format!("{:?}", e.rpcs.get(&rpc)),
+        e.metrics(),
+        e.poll_timeout(),
+        e.poll_timeout_strict(),
+        e.timers.len(),
+        e.sender.unspent_credit,
+        e.sender.has_filed(),
+        e.has_grantable_incoming(),
+    )
+}
+
 #[test]
 fn a_new_request_or_reply_is_filed_as_after_change_would() {
     // `send_request` and `reply` file a new message with the sender alone
@@ -258,18 +273,7 @@ fn a_new_request_or_reply_is_filed_as_after_change_would() {
     // an empty one (which waits for its peer at once, so takes the whole
     // `after_change`).
     let mut net = Net::new(2, Config::default());
-    let look = |e: &Endpoint, rpc: RpcId| {
-        (
-            format!("{:?}", e.rpcs.get(&rpc).unwrap()),
-            e.metrics(),
-            e.poll_timeout(),
-            e.poll_timeout_strict(),
-            e.timers.len(),
-            e.sender.unspent_credit,
-            e.sender.has_filed(),
-            e.has_grantable_incoming(),
-        )
-    };
+    let look = filing_state;
     for len in [0, 100, 5000, 200_000] {
         let id = net.eps[0]
             .send_request(0, addr(1), payload(len, 1))
@@ -302,18 +306,7 @@ fn an_rpc_is_refiled_after_each_data_packet_as_after_change_would() {
     // either side, `after_change` changes nothing more, for messages of
     // one packet, of several, and with scheduled bytes.
     let mut net = Net::new(2, Config::default());
-    let look = |e: &Endpoint, rpc: RpcId| {
-        (
-            format!("{:?}", e.rpcs.get(&rpc)),
-            e.metrics(),
-            e.poll_timeout(),
-            e.poll_timeout_strict(),
-            e.timers.len(),
-            e.sender.unspent_credit,
-            e.sender.has_filed(),
-            e.has_grantable_incoming(),
-        )
-    };
+    let look = filing_state;
     let mut checked = 0;
     for len in [1, 100, 5000, 200_000] {
         let id = net.eps[0]
