@@ -173,3 +173,23 @@ fn settings_a_connected_endpoint_cannot_honour_are_refused() {
         Err(Error::BadAddress(_))
     ));
 }
+
+/// A peer with nothing on its port: the kernel reports each refusal on
+/// the connected socket itself (an error on the next receive or send,
+/// and the socket readable with an error meanwhile). The call still
+/// ends as an unconnected endpoint's does, with `PeerDead`, sleeping or
+/// spinning.
+#[test]
+fn a_connected_endpoint_whose_peer_is_gone_fails_its_call() {
+    let gone = UdpSocket::bind(any4()).unwrap();
+    let peer = gone.local_addr().unwrap();
+    drop(gone);
+    for busy in [false, true] {
+        let ep = Endpoint::bind(any4(), connected(Config::default(), peer, busy)).unwrap();
+        match ep.call(peer, pattern(5, 100), CALL_TIMEOUT) {
+            Err(Error::PeerDead) => {}
+            r => panic!("busy {busy}: a call to a closed port gave {r:?}"),
+        }
+        ep.shutdown();
+    }
+}
