@@ -224,12 +224,13 @@ pub fn measure(opts: &ClientOptions) -> Result<Measured, PerfError> {
         Protocol::Homa => {
             let mut config = opts.homa_config.clone();
             config.busy_poll |= opts.busy_poll;
-            if opts.homa_connect.unwrap_or(config.busy_poll)
-                && config.peer.is_none()
-                && config.transport == homa::Transport::Udp
-                && config.lanes <= 1
-            {
-                config.peer = Some(opts.server);
+            if opts.homa_connect.unwrap_or(config.busy_poll) && config.peer.is_none() {
+                // (Where the runtime allows a peer: its own check says.)
+                let mut connected = config.clone();
+                connected.peer = Some(opts.server);
+                if connected.check().is_ok() {
+                    config = connected;
+                }
             }
             let endpoint = homa_rpc::bind(homa_rpc::client_bind_addr(opts.server), config)?;
             let result = run_homa(opts, &endpoint, &params);
