@@ -1,13 +1,17 @@
 //! `homa-perf demo`: the project's headline comparison in one command.
 //!
-//! Starts each server in-process on 127.0.0.1 (a fresh one for every run,
-//! on an ephemeral port), runs the client against it, stops it, and prints
-//! one table plus the ratios the project tracks. Rows compared with each
+//! Starts each server on 127.0.0.1 (a fresh one for every run, on an
+//! ephemeral port), by default as a process of its own (closer to two
+//! hosts, and each side's CPU time measured apart; see
+//! [`crate::child_server`]) or else as threads of this process, runs the
+//! client against it, stops it, and prints one table plus the ratios the
+//! project tracks. Rows compared with each
 //! other run interleaved in rounds, so that the machine's slow spells hit
 //! them alike:
 //! - 100 B RPCs, one outstanding, Homa/TCP/UDP, blocking and busy-poll;
 //! - 500 KB requests (100 B responses), Homa and TCP, 1 and 4 outstanding.
 
+use crate::child_server::{ChildServer, ChildServerOptions};
 use crate::client::{measure, ClientOptions, Measured};
 use crate::error::PerfError;
 use crate::proto::Protocol;
@@ -41,16 +45,21 @@ pub struct DemoOptions {
     /// Threads spinning at normal priority for the whole demo (a busy
     /// host; see [`crate::contention`]).
     pub busy_threads: usize,
+    /// The `homa-perf` program to start each server with, as a process of
+    /// its own; `None` runs the servers as threads of this process.
+    pub server_exe: Option<std::path::PathBuf>,
 }
 
 impl DemoOptions {
-    /// `seconds` per row in 4 rounds, `homa::Config::loopback()`.
+    /// `seconds` per row in 4 rounds, `homa::Config::loopback()`, servers
+    /// in this process.
     pub fn new(seconds: f64) -> DemoOptions {
         DemoOptions {
             seconds,
             rounds: 4,
             homa_config: homa::Config::loopback(),
             busy_threads: 0,
+            server_exe: None,
         }
     }
 }
@@ -77,12 +86,16 @@ pub struct DemoRow {
     /// The client's report, when the measurement worked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<Report>,
-    /// CPU time per RPC (µs), both ends together (they share this process;
-    /// for TCP and UDP it includes the kernel work charged to it), from
-    /// getrusage, less the busy threads' own; warm-up RPCs' CPU is counted
-    /// but not the RPCs (under 1%).
+    /// CPU time per RPC (µs), both ends together (for TCP and UDP it
+    /// includes the kernel work charged to them), from getrusage, less the
+    /// busy threads' own; warm-up RPCs' CPU is counted but not the RPCs
+    /// (under 1%).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_us_per_rpc: Option<f64>,
+    /// The server's part of `cpu_us_per_rpc` (µs), when it ran as a process
+    /// of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_us_per_rpc: Option<f64>,
     /// Why the measurement failed, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -109,6 +122,9 @@ pub struct DemoResult {
     pub homa_poll_us: u64,
     /// Threads that spun at normal priority throughout (0: a quiet host).
     pub busy_threads: usize,
+    /// `process`: each server ran as a process of its own; `thread`: as
+    /// threads of the demo's process.
+    pub servers: &'static str,
     /// Wall-clock time of the whole demo (s).
     pub total_s: f64,
     /// What the host was doing just before the measurements.
@@ -209,9 +225,11 @@ fn groups() -> Vec<Vec<Spec>> {
 struct Accumulated {
     recorder: Recorder,
     elapsed: Duration,
-    /// CPU time of the process (both ends; busy threads excluded) while
-    /// the client ran, warm-up included (ns).
+    /// CPU time of both ends (busy threads excluded) while the client ran,
+    /// warm-up included (ns).
     cpu_ns: u64,
+    /// The server process's part of `cpu_ns` (ns; 0 for in-process servers).
+    server_cpu_ns: u64,
     homa_metrics: Option<serde_json::Value>,
     error: Option<String>,
 }
@@ -242,6 +260,7 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
                 recorder: Recorder::new(false),
                 elapsed: Duration::ZERO,
                 cpu_ns: 0,
+                server_cpu_ns: 0,
                 homa_metrics: None,
                 error: None,
             })
@@ -254,10 +273,11 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
                     continue;
                 }
                 match measure_slice(opts, &group[i], slice, &busy) {
-                    Ok((m, cpu_ns)) => {
+                    Ok((m, cpu)) => {
                         acc[i].recorder.merge(&m.recorder);
                         acc[i].elapsed += m.elapsed;
-                        acc[i].cpu_ns += cpu_ns;
+                        acc[i].cpu_ns += cpu.client_ns + cpu.server_ns;
+                        acc[i].server_cpu_ns += cpu.server_ns;
                         acc[i].homa_metrics = m.homa_metrics;
                     }
                     Err(e) => {
@@ -282,8 +302,11 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
                 r
             });
             let rpcs = report.as_ref().map_or(0, |r| r.rpcs);
+            let per_rpc = |ns: u64| ns as f64 / 1e3 / rpcs as f64;
             rows.push(DemoRow {
-                cpu_us_per_rpc: (rpcs > 0).then(|| a.cpu_ns as f64 / 1e3 / rpcs as f64),
+                cpu_us_per_rpc: (rpcs > 0).then(|| per_rpc(a.cpu_ns)),
+                server_cpu_us_per_rpc: (rpcs > 0 && opts.server_exe.is_some())
+                    .then(|| per_rpc(a.server_cpu_ns)),
                 test: spec.test,
                 protocol: spec.protocol.name(),
                 busy_poll: spec.busy_poll,
@@ -302,12 +325,83 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
         rounds: opts.rounds,
         homa_poll_us: opts.homa_config.poll_us,
         busy_threads: opts.busy_threads,
+        servers: if opts.server_exe.is_some() {
+            "process"
+        } else {
+            "thread"
+        },
         total_s: (began.elapsed().as_secs_f64() * 10.0).round() / 10.0,
         warning: host.warning(),
         host,
         rows,
         ratios,
     })
+}
+
+/// CPU time of one slice (ns).
+struct SliceCpu {
+    /// This process's, less the busy threads' (with in-process servers,
+    /// both ends).
+    client_ns: u64,
+    /// The server process's (0 with in-process servers).
+    server_ns: u64,
+}
+
+/// A server of one slice, in this process or a process of its own.
+enum SliceServer {
+    Thread(Server),
+    Process(ChildServer),
+}
+
+impl SliceServer {
+    fn start(
+        opts: &DemoOptions,
+        spec: &Spec,
+        homa_config: &homa::Config,
+    ) -> Result<SliceServer, PerfError> {
+        let threads = server_threads(
+            spec,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        );
+        Ok(match &opts.server_exe {
+            Some(exe) => SliceServer::Process(ChildServer::start(
+                exe,
+                &ChildServerOptions {
+                    protocol: spec.protocol,
+                    threads,
+                    busy_poll: spec.busy_poll,
+                    homa_config: homa_config.clone(),
+                },
+            )?),
+            None => SliceServer::Thread(Server::start(&ServerOptions {
+                protocol: spec.protocol,
+                bind: (std::net::Ipv4Addr::LOCALHOST, 0).into(),
+                threads,
+                busy_poll: spec.busy_poll,
+                homa_config: homa_config.clone(),
+                work_per_request: Duration::ZERO,
+            })?),
+        })
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        match self {
+            SliceServer::Thread(s) => s.local_addr(),
+            SliceServer::Process(c) => c.local_addr(),
+        }
+    }
+
+    /// Stops the server; returns the server process's CPU time while it
+    /// served (ns), or 0 for a server in this process.
+    fn shutdown(self) -> Result<u64, PerfError> {
+        match self {
+            SliceServer::Thread(s) => {
+                s.shutdown();
+                Ok(0)
+            }
+            SliceServer::Process(c) => c.shutdown(),
+        }
+    }
 }
 
 /// One server + client run of `duration`; the server is stopped afterwards
@@ -317,23 +411,12 @@ fn measure_slice(
     spec: &Spec,
     duration: Duration,
     busy: &crate::Contention,
-) -> Result<(Measured, u64), PerfError> {
-    let bind: SocketAddr = (std::net::Ipv4Addr::LOCALHOST, 0).into();
+) -> Result<(Measured, SliceCpu), PerfError> {
     let mut homa_config = opts.homa_config.clone();
     if spec.no_poll {
         homa_config.poll_us = 0;
     }
-    let server = Server::start(&ServerOptions {
-        protocol: spec.protocol,
-        bind,
-        threads: server_threads(
-            spec,
-            std::thread::available_parallelism().map_or(1, |n| n.get()),
-        ),
-        busy_poll: spec.busy_poll,
-        homa_config: homa_config.clone(),
-        work_per_request: std::time::Duration::ZERO,
-    })?;
+    let server = SliceServer::start(opts, spec, &homa_config)?;
     let mut client = ClientOptions::new(spec.protocol, server.local_addr());
     client.sizes = SizeSpec::Fixed(spec.size);
     client.stop = StopRule::Duration(duration);
@@ -346,9 +429,17 @@ fn measure_slice(
     let (cpu0, busy0) = (crate::contention::process_cpu_ns(), busy.cpu_ns());
     let measured = measure(&client);
     let spent = crate::contention::process_cpu_ns().saturating_sub(cpu0);
-    let cpu_ns = spent.saturating_sub(busy.cpu_ns().saturating_sub(busy0));
-    server.shutdown();
-    measured.map(|m| (m, cpu_ns))
+    let client_ns = spent.saturating_sub(busy.cpu_ns().saturating_sub(busy0));
+    let server_ns = server.shutdown()?;
+    measured.map(|m| {
+        (
+            m,
+            SliceCpu {
+                client_ns,
+                server_ns,
+            },
+        )
+    })
 }
 
 /// Homa's server threads for a row on a host of `cpus` CPUs: one per
@@ -522,12 +613,21 @@ impl DemoResult {
             }
         );
         let _ = writeln!(out, "{}", self.host.describe());
+        let _ = writeln!(
+            out,
+            "servers: {}",
+            if self.servers == "process" {
+                "a process of their own (cpu us/rpc: both ends; server: its part)"
+            } else {
+                "threads of the demo's process (cpu us/rpc: both ends)"
+            }
+        );
         if let Some(w) = &self.warning {
             let _ = writeln!(out, "{w}");
         }
         let _ = writeln!(
             out,
-            "{:<11} {:<5} {:<9} {:>3} {:>7} {:>9} {:>9} {:>9} {:>8} {:>9} {:>6} {:>9}",
+            "{:<11} {:<5} {:<9} {:>3} {:>7} {:>9} {:>9} {:>9} {:>8} {:>9} {:>6} {:>10} {:>7}",
             "test",
             "proto",
             "mode",
@@ -539,7 +639,8 @@ impl DemoResult {
             "Gbit/s",
             "rpc/s",
             "errors",
-            "cpu us/rpc"
+            "cpu us/rpc",
+            "server"
         );
         for r in &self.rows {
             let mode = match (r.busy_poll, r.no_poll, r.pipelined) {
@@ -557,7 +658,7 @@ impl DemoResult {
                 (Some(rep), _) => {
                     let _ = writeln!(
                         out,
-                        "{:<11} {:<5} {:<9} {:>3} {:>7} {:>9} {:>9} {:>9} {:>8.2} {:>9} {:>6} {:>9}",
+                        "{:<11} {:<5} {:<9} {:>3} {:>7} {:>9} {:>9} {:>9} {:>8.2} {:>9} {:>6} {:>10} {:>7}",
                         r.test,
                         r.protocol,
                         mode,
@@ -569,7 +670,9 @@ impl DemoResult {
                         rep.gbps,
                         rep.rpcs_per_s,
                         rep.errors,
-                        r.cpu_us_per_rpc.map_or("-".into(), |c| format!("{c:.1}"))
+                        r.cpu_us_per_rpc.map_or("-".into(), |c| format!("{c:.1}")),
+                        r.server_cpu_us_per_rpc
+                            .map_or("-".into(), |c| format!("{c:.1}"))
                     );
                 }
                 (None, e) => {

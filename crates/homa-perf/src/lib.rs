@@ -21,6 +21,7 @@
 
 #![deny(missing_docs)]
 
+pub mod child_server;
 pub mod client;
 pub mod cluster;
 pub mod contention;

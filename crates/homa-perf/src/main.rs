@@ -43,6 +43,22 @@ enum Command {
     /// Messages over streams against one RPC per message, in-process on
     /// loopback: messages/s and CPU µs per message.
     Streams(StreamsArgs),
+    /// The demo's server process (started by `demo`; not for people).
+    #[command(name = "demo-server", hide = true)]
+    DemoServer(DemoServerArgs),
+}
+
+#[derive(Debug, Args)]
+struct DemoServerArgs {
+    #[arg(long, value_enum)]
+    protocol: Protocol,
+    #[arg(long)]
+    threads: usize,
+    #[arg(long)]
+    busy_poll: bool,
+    /// The Homa configuration as JSON.
+    #[arg(long)]
+    config_json: String,
 }
 
 #[derive(Debug, Args)]
@@ -235,6 +251,10 @@ struct DemoArgs {
     /// Homa runtime configuration (TOML); default: tuned for loopback.
     #[arg(long, value_name = "FILE.toml")]
     config: Option<PathBuf>,
+    /// Run each server as threads of the demo's own process instead of a
+    /// process of its own (the demo's way before its thirteenth pass).
+    #[arg(long)]
+    in_process: bool,
 }
 
 fn main() {
@@ -301,7 +321,7 @@ fn run(cli: Cli) -> Result<()> {
     // The demo starts (and reports) its own; other commands run under
     // contention started here, before their servers and clients.
     let _busy = match cli.command {
-        Command::Demo(_) => None,
+        Command::Demo(_) | Command::DemoServer(_) => None,
         _ => Some(homa_perf::Contention::start(cli.busy_threads)?),
     };
     match cli.command {
@@ -441,6 +461,14 @@ fn run(cli: Cli) -> Result<()> {
                 rounds: a.rounds,
                 homa_config: homa_config(a.config.as_ref())?,
                 busy_threads: cli.busy_threads,
+                server_exe: if a.in_process {
+                    None
+                } else {
+                    Some(
+                        std::env::current_exe()
+                            .context("cannot find this program to start the servers")?,
+                    )
+                },
             })?;
             if a.json {
                 if let Some(w) = &result.warning {
@@ -450,6 +478,19 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 print!("{}", result.to_table());
             }
+            Ok(())
+        }
+        Command::DemoServer(a) => {
+            let homa_config: homa::Config = serde_json::from_str(&a.config_json)
+                .context("--config-json is not a Homa configuration")?;
+            homa_perf::child_server::serve_for_parent(
+                &homa_perf::child_server::ChildServerOptions {
+                    protocol: a.protocol,
+                    threads: a.threads,
+                    busy_poll: a.busy_poll,
+                    homa_config,
+                },
+            )?;
             Ok(())
         }
         Command::Streams(a) => {

@@ -423,8 +423,11 @@ fn demo_runs_and_reports_every_row_on_a_busy_host() {
     for r in rows {
         assert!(r.get("error").is_none(), "failed row: {r}");
         assert!(r["report"]["rpcs"].as_u64().unwrap() > 0, "{r}");
-        // Both ends do work for every RPC.
-        assert!(r["cpu_us_per_rpc"].as_f64().unwrap() > 0.0, "{r}");
+        // Both ends do work for every RPC; the server, a process of its
+        // own, reports its part.
+        let both = r["cpu_us_per_rpc"].as_f64().unwrap();
+        let server = r["server_cpu_us_per_rpc"].as_f64().unwrap();
+        assert!(server > 0.0 && both > server, "{r}");
     }
     let ratios = v["ratios"].as_array().unwrap();
     assert_eq!(ratios.len(), 12);
@@ -433,6 +436,61 @@ fn demo_runs_and_reports_every_row_on_a_busy_host() {
         "{ratios:?}"
     );
     assert_eq!(v["busy_threads"], 1);
+    assert_eq!(v["servers"], "process");
+}
+
+#[test]
+fn demo_can_run_its_servers_in_its_own_process() {
+    let o = homa_perf(&[
+        "demo",
+        "--seconds",
+        "0.1",
+        "--rounds",
+        "1",
+        "--json",
+        "--in-process",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["servers"], "thread");
+    for r in v["rows"].as_array().unwrap() {
+        assert!(r.get("error").is_none(), "failed row: {r}");
+        assert!(r["cpu_us_per_rpc"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r.get("server_cpu_us_per_rpc").is_none(), "{r}");
+    }
+}
+
+#[test]
+fn the_demo_server_process_stops_when_its_parent_closes_stdin() {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_homa-perf"))
+        .args(["demo-server", "--protocol", "udp", "--threads", "1"])
+        .args([
+            "--config-json",
+            &serde_json::to_string(&homa::Config::loopback()).unwrap(),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr: std::net::SocketAddr = line.trim().parse().unwrap();
+    // It serves: one datagram echoed.
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    s.connect(addr).unwrap();
+    let req = homa_perf::proto::make_request(1, 16, 16);
+    s.send(&req).unwrap();
+    let mut buf = [0u8; 64];
+    assert_eq!(s.recv(&mut buf).unwrap(), 16);
+    drop(child.stdin.take());
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("cpu_ns "), "{line:?}");
+    assert!(child.wait().unwrap().success());
 }
 
 #[test]
