@@ -32,7 +32,8 @@ enum Command {
     Server(ServerArgs),
     /// Send RPCs to a server and report latency percentiles and throughput.
     Client(ClientArgs),
-    /// Start servers in-process and compare Homa, TCP and UDP in one table.
+    /// Start servers (each a process of its own) and compare Homa, TCP and
+    /// UDP in one table.
     Demo(DemoArgs),
     /// Be one host of a cluster benchmark: serve, and offer Poisson load to
     /// the other hosts (loopback or private addresses only).
