@@ -12,6 +12,10 @@ use super::*;
 /// endpoint's lock only briefly. (The core frees the oldest by itself
 /// when more than `homa_core::endpoint::MAX_DEAD_RPCS` wait.)
 const REAP_BATCH: usize = 16;
+/// A receive call that may sleep and took at least this long (ns) to bring
+/// its first datagram slept for it; one that finds a datagram queued
+/// returns in about a microsecond.
+const SLEPT_NS: Nanos = 4_000;
 
 impl Inner {
     /// Takes in one received datagram: through the fault shim if there is
@@ -308,9 +312,19 @@ impl Inner {
         // `RecvBufs::probe_size`); if one came, the round ends with it
         // (another call now would most likely find nothing, and its cost
         // would be on the round trip), and the next call takes a batch.
-        let mut max = if block { first } else { rb.probe_size(first) };
+        // A sleeping reader whose last sleep ended with one datagram asks
+        // for one again (`RecvBufs::block_size`): if it sleeps for it, the
+        // socket held nothing else, and the round ends with it as a
+        // probe's does.
+        let mut max = if block {
+            rb.block_size(first)
+        } else {
+            rb.probe_size(first)
+        };
         let probe = max < first;
         for _ in 0..RECV_ROUNDS {
+            // (When the call that may sleep began: endpoint time, ns.)
+            let began = block.then(|| self.now());
             let got = if block {
                 self.sock.recv_wait(&mut rb, max)
             } else {
@@ -343,6 +357,12 @@ impl Inner {
                 }
             }
             let now = self.now();
+            // Whether the call slept for what it brought (a call that finds
+            // its datagram queued returns in about a microsecond).
+            let slept = began.is_some_and(|b| n > 0 && now.saturating_sub(b) >= SLEPT_NS);
+            if began.is_some() {
+                rb.note_slept(slept);
+            }
             if n == 0 {
                 // Nothing came: a moment to free ended RPCs (and to do what
                 // the core left for after a send).
@@ -357,7 +377,12 @@ impl Inner {
                 self.receive_due(&mut st, now);
             }
             // Timers only once the socket is drained: packets still queued
-            // in our own socket must not count as a peer's silence.
+            // in our own socket must not count as a peer's silence. (Not
+            // after a one-datagram call, even one that slept: that it
+            // slept is a guess from the time it took, and a reader behind
+            // under load must not judge a peer silent. A timer that is due
+            // keeps the next round from sleeping, and its batch call
+            // drains the socket.)
             let drained = n < max;
             if drained && st.core.poll_timeout().is_some_and(|t| t <= now) {
                 st.core.handle_timeout(now);

@@ -79,6 +79,11 @@ pub(crate) struct RecvBufs {
     /// is most likely alone (a spinning or polling reader between round
     /// trips), see [`RecvBufs::probe_size`].
     after_empty: bool,
+    /// The last receive call that could sleep did sleep (its datagram came
+    /// after it started waiting): the next arrival most likely comes alone
+    /// too (a sleeping reader between round trips), see
+    /// [`RecvBufs::block_size`].
+    slept_last: bool,
 }
 
 // SAFETY: the raw pointers in `iovs` and `msgs` point only into this
@@ -106,6 +111,7 @@ impl RecvBufs {
             got: Vec::new(),
             pool: BufPool::new(RECV_BUF, POOL_MAX),
             after_empty: false,
+            slept_last: false,
         };
         let iovs: Vec<libc::iovec> = rb
             .bufs
@@ -153,6 +159,28 @@ impl RecvBufs {
         } else {
             batch
         }
+    }
+
+    /// How many datagrams a receive call that may sleep asks for when it
+    /// would ask for `batch`: one after such a call that slept (a
+    /// sleeping reader between round trips, whose next datagram most
+    /// likely comes alone: a blocking `recvfrom` costs ~2 µs less per
+    /// round trip than a blocking `recvmmsg`, which tries the socket again
+    /// after the datagram that woke it; thirteenth pass of
+    /// docs/runtime-profile.md), else `batch` (a call that found its
+    /// datagram already queued may be behind a burst: it takes a batch).
+    pub(crate) fn block_size(&self, batch: usize) -> usize {
+        if self.slept_last {
+            1
+        } else {
+            batch
+        }
+    }
+
+    /// Notes whether a receive call that could sleep did (for
+    /// [`RecvBufs::block_size`]).
+    pub(crate) fn note_slept(&mut self, slept: bool) {
+        self.slept_last = slept;
     }
 
     /// Notes what a receive call brought (`n` datagrams; `blocked`: the
@@ -281,12 +309,18 @@ impl HomaSocket {
     }
 
     fn recv_with(&self, rb: &mut RecvBufs, max: usize, flags: libc::c_int) -> io::Result<usize> {
-        if max <= 1 && !self.gro {
+        if max <= 1 {
             let flags = if flags == libc::MSG_WAITFORONE {
                 0
             } else {
                 flags
             };
+            // (A GRO socket's batches come with their segment size in a
+            // control message, which `recvfrom` cannot take.)
+            if self.gro && self.kind != Kind::Raw4 {
+                rb.prepare(1);
+                return self.recv_one_msg(rb, flags);
+            }
             return self.recv_one(rb, flags);
         }
         let n = rb.bufs.len().min(max.max(1));
@@ -309,43 +343,59 @@ impl HomaSocket {
         }
         for (i, m) in msgs.iter().enumerate().take(r as usize) {
             let len = m.msg_len as usize;
-            written(&mut bufs[i], len);
-            let Some(src) = sockaddr_addr(&names[i]) else {
-                continue;
-            };
-            let info = cmsg::parse_recv(&m.msg_hdr);
-            let Some((start, len, tos)) = self.payload(&bufs[i], len, info.tos) else {
-                continue;
-            };
-            let ce = self.ecn && tos.is_some_and(cmsg::is_ce);
-            let seg = if self.gro { info.gro_segment } else { None };
-            match seg {
-                Some(seg) if seg > 0 && seg < len => {
-                    let mut off = 0;
-                    while off < len {
-                        let l = seg.min(len - off);
-                        got.push(Datagram {
-                            src,
-                            buf: i,
-                            start: start + off,
-                            len: l,
-                            ce,
-                            alone: false,
-                        });
-                        off += l;
-                    }
-                }
-                _ => got.push(Datagram {
-                    src,
-                    buf: i,
-                    start,
-                    len,
-                    ce,
-                    alone: true,
-                }),
-            }
+            self.note_message(got, &mut bufs[i], i, &names[i], &m.msg_hdr, len);
         }
         Ok(got.len())
+    }
+
+    /// Files what a received message holds (written into `buf`, the
+    /// buffer of slot `i`, `len` bytes, from `name`, with the control
+    /// messages of `hdr`) as its datagram, or as the packets of a GRO
+    /// batch.
+    fn note_message(
+        &self,
+        got: &mut Vec<Datagram>,
+        buf: &mut Vec<u8>,
+        i: usize,
+        name: &libc::sockaddr_storage,
+        hdr: &libc::msghdr,
+        len: usize,
+    ) {
+        written(buf, len);
+        let Some(src) = sockaddr_addr(name) else {
+            return;
+        };
+        let info = cmsg::parse_recv(hdr);
+        let Some((start, len, tos)) = self.payload(buf, len, info.tos) else {
+            return;
+        };
+        let ce = self.ecn && tos.is_some_and(cmsg::is_ce);
+        let seg = if self.gro { info.gro_segment } else { None };
+        match seg {
+            Some(seg) if seg > 0 && seg < len => {
+                let mut off = 0;
+                while off < len {
+                    let l = seg.min(len - off);
+                    got.push(Datagram {
+                        src,
+                        buf: i,
+                        start: start + off,
+                        len: l,
+                        ce,
+                        alone: false,
+                    });
+                    off += l;
+                }
+            }
+            _ => got.push(Datagram {
+                src,
+                buf: i,
+                start,
+                len,
+                ce,
+                alone: true,
+            }),
+        }
     }
 
     /// Where the Homa packet starts in a received buffer of `len` bytes and
@@ -434,20 +484,22 @@ impl HomaSocket {
         if r < 0 {
             return self.nothing_received();
         }
-        written(&mut rb.bufs[0], r as usize);
-        let Some(src) = sockaddr_addr(&rb.names[0]) else {
-            return Ok(0);
-        };
-        let tos = cmsg::parse_recv(&rb.msgs[0].msg_hdr).tos;
-        rb.got.push(Datagram {
-            src,
-            buf: 0,
-            start: 0,
-            len: r as usize,
-            ce: tos.is_some_and(cmsg::is_ce),
-            alone: true,
-        });
-        Ok(1)
+        let RecvBufs {
+            bufs,
+            names,
+            msgs,
+            got,
+            ..
+        } = rb;
+        self.note_message(
+            got,
+            &mut bufs[0],
+            0,
+            &names[0],
+            &msgs[0].msg_hdr,
+            r as usize,
+        );
+        Ok(got.len())
     }
 }
 
@@ -670,8 +722,57 @@ mod tests {
     /// cut down to one TOS message) still takes a GRO batch's two control
     /// messages next time, and a fuller batch after a lone datagram gets
     /// every source and every byte right.
+    ///
+    /// The same, a datagram per call (`recvmsg`, which takes a GRO batch's
+    /// segment size as the batch call does: a sleeping reader's call).
     #[test]
     fn kept_headers_take_every_call_whole() {
+        kept_headers_take_every_call_whole_asking_for(8);
+        kept_headers_take_every_call_whole_asking_for(1);
+    }
+
+    /// A GRO socket that does not read ECN, asked for one datagram (a
+    /// sleeping reader's call): a GSO send of three packets, read as one
+    /// GRO buffer, still comes out as the three packets.
+    #[test]
+    fn one_datagram_calls_cut_a_gro_batch() {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (sock, local) =
+            HomaSocket::open(any, Transport::Udp, 1 << 20, false, true, false, false)
+                .expect("open");
+        assert!(sock.gro && !sock.ecn, "UDP GRO on loopback, no ECN");
+        let tx = std::net::UdpSocket::bind(any).unwrap();
+        let seg: libc::c_int = 208;
+        // SAFETY: a live socket and a c_int option on the stack.
+        let r = unsafe {
+            libc::setsockopt(
+                tx.as_raw_fd(),
+                libc::SOL_UDP,
+                cmsg::UDP_SEGMENT,
+                &seg as *const libc::c_int as *const libc::c_void,
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0, "UDP_SEGMENT");
+        let gso: Vec<u8> = (0..3).flat_map(|k| [k + 1; 208]).collect();
+        tx.send_to(&gso, local).unwrap();
+        let mut rb = RecvBufs::new(8);
+        let mut got = Vec::new();
+        for _ in 0..1000 {
+            let n = sock.recv(&mut rb, 1).unwrap();
+            for i in 0..n {
+                got.push(rb.datagram(i).1.to_vec());
+            }
+            if got.len() >= 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let want: Vec<Vec<u8>> = (0..3).map(|k| vec![k + 1; 208]).collect();
+        assert_eq!(got, want);
+    }
+
+    fn kept_headers_take_every_call_whole_asking_for(max: usize) {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let (sock, local) =
             HomaSocket::open(any, Transport::Udp, 1 << 20, false, true, true, false).expect("open");
@@ -682,7 +783,7 @@ mod tests {
         let mut take = |want: usize| {
             let mut out = Vec::new();
             for _ in 0..1000 {
-                let n = sock.recv(&mut rb, 8).unwrap();
+                let n = sock.recv(&mut rb, max).unwrap();
                 for i in 0..n {
                     let (src, bytes, ce) = rb.datagram(i);
                     out.push((src.port(), bytes.to_vec(), ce));
@@ -795,5 +896,15 @@ mod tests {
         // about what polling would find.
         rb.note_received(0, true);
         assert_eq!(rb.probe_size(8), 8);
+        // A call that may sleep asks for one only after one that slept.
+        assert_eq!(rb.block_size(8), 8, "a fresh reader takes a batch");
+        rb.note_slept(true);
+        assert_eq!(rb.block_size(8), 1, "after a sleep: one");
+        rb.note_slept(false);
+        assert_eq!(
+            rb.block_size(8),
+            8,
+            "after a call that found data queued: a batch"
+        );
     }
 }
