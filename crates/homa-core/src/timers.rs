@@ -64,8 +64,12 @@ pub struct RpcTimer {
 /// its own until [`TimerTable::settle`] (or the next operation that needs
 /// it in its set) files it: filing it is a search and an insert in a
 /// B-tree, and an RPC's timer is typically filed as its packet goes out,
-/// between the packet's making and the send system call; a driver settles
-/// the table after that call. Every answer of the table counts the slot
+/// between the packet's making and the send system call. The endpoint
+/// leaves it there until the next RPC timer takes the slot or a timer
+/// runs: an RPC that ends first (a one-packet RPC's response or ack
+/// usually comes before the next RPC's packet goes out) takes its timer
+/// out of the slot ([`TimerTable::cancel_deferred_rpc`]), and the B-tree
+/// never sees it. Every answer of the table counts the slot
 /// (its deadline, its entry), so whether it was settled is invisible, and
 /// the order timers run in is the same (a set ordered by deadline and
 /// timer, not by filing).
@@ -135,6 +139,22 @@ impl TimerTable {
     /// True while an RPC timer waits in the slot for [`TimerTable::settle`].
     pub fn unsettled(&self) -> bool {
         self.deferred.is_some()
+    }
+
+    /// Takes RPC `id`'s silence check `filed` out of the slot if it waits
+    /// there, in O(1); returns whether it did (if not, it is in its set,
+    /// or was never filed, and nothing changes). For an RPC that ends
+    /// before its timer was settled: the timer then never costs the
+    /// B-tree's insert nor, when the RPC is freed, its removal. (An RPC's
+    /// timer is filed once, where `filed` says: a timer in the slot is
+    /// not in a set too.)
+    #[inline]
+    pub fn cancel_deferred_rpc(&mut self, id: RpcId, filed: RpcTimer) -> bool {
+        if self.deferred == Some((filed.at, id, filed.lenient)) {
+            self.deferred = None;
+            return true;
+        }
+        false
     }
 
     /// Removes RPC `id`'s silence check, if filed.

@@ -492,10 +492,12 @@ impl Endpoint {
     }
 
     /// Does the bookkeeping that the calls since the last one left for
-    /// later: filing the silence timer of the RPC whose packet went out
-    /// last, recording the size of the message that started last (the
+    /// later: recording the size of the message that started last (the
     /// cutoffs' sample), and remembering the server RPC acked last (the
-    /// at-most-once memory). Call it right after handing the packets of
+    /// at-most-once memory). (The silence timer of the RPC whose packet
+    /// went out last is not filed here: it waits in the timer table's slot
+    /// until the next RPC timer takes the slot or a timer runs, and leaves
+    /// it at no cost if its RPC ends first; see `TimerTable`.) Call it right after handing the packets of
     /// [`Endpoint::poll_transmit`] to the network (after the send system
     /// call), so that the work is off the path from a packet's arrival to
     /// the answer it brings. Nothing the endpoint does or answers depends
@@ -517,14 +519,13 @@ impl Endpoint {
     /// [`Endpoint::settle`]'s work.
     #[inline(never)]
     fn settle_now(&mut self) {
-        self.timers.settle();
         self.receiver.settle();
         self.acked.settle();
     }
 
     /// True while some bookkeeping waits for [`Endpoint::settle`].
     pub fn unsettled(&self) -> bool {
-        self.timers.unsettled() || self.receiver.unsettled() || self.acked.unsettled()
+        self.receiver.unsettled() || self.acked.unsettled()
     }
 
     /// The next event for the application.
@@ -638,6 +639,16 @@ impl Endpoint {
             id,
             rpc,
         );
+        // Its silence timer, if it still waits in the timer table's slot,
+        // leaves now (O(1)), instead of being filed in a B-tree later and
+        // taken out of it when the RPC is freed. (A timer of a dead RPC
+        // does nothing when it runs; only the driver's wake-up for it, if
+        // it came before the RPC was freed, is saved.)
+        if let Some(t) = rpc.timer {
+            if self.timers.cancel_deferred_rpc(id, t) {
+                rpc.timer = None;
+            }
+        }
         self.rpcs.kill(&id);
         self.rpc_gone(now, id, client, refresh);
         if self.rpcs.dead_len() > MAX_DEAD_RPCS {

@@ -327,6 +327,14 @@ impl Receiver {
         out
     }
 
+    /// Whether a grant decision now would change nothing: no message needs
+    /// grants ([`Receiver::schedule`] then decides none, without asking
+    /// the policy) and the policy's wake-up time is the one filed.
+    #[inline]
+    pub fn decision_is_idle(&self) -> bool {
+        !self.policy.has_candidates() && self.policy.wakeup() == self.policy_timer
+    }
+
     /// Raises `m`'s grant as decided.
     pub fn apply_grant(&mut self, m: &mut InMessage, g: &GrantDecision, metrics: &mut Metrics) {
         let before = m.outstanding();

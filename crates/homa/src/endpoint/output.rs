@@ -16,8 +16,9 @@ impl Inner {
             let t = match st.held.take() {
                 Some(t) => t,
                 // (A poll that would find nothing is skipped: the one that
-                // ends every batch.)
-                None if !st.core.may_transmit() => break,
+                // ends every batch, and one for a grant decision that
+                // would decide nothing, made here instead.)
+                None if !st.core.may_transmit_now() => break,
                 None => match st.core.poll_transmit(now) {
                     Some(t) => t,
                     None => break,

@@ -115,6 +115,10 @@ fn an_ended_rpc_ignores_its_packets_and_timers_until_freed() {
     let mut net = Net::new(2, Config::default());
     let id = net.eps[0].send_request(0, addr(1), payload(10, 0)).unwrap();
     net.pump();
+    // (Its timer filed in its set, as when another RPC's timer takes the
+    // slot: one still in the slot leaves when its RPC ends, see
+    // `an_rpc_that_ends_with_its_timer_in_the_slot_takes_it_out_at_once`.)
+    net.eps[0].timers.settle();
     net.serve(1, |_| payload(10, 2));
     let sent = net.pump();
     let response = sent.iter().find(|(from, _)| *from == 1).unwrap().1.clone();
@@ -171,6 +175,8 @@ fn reaping_frees_everything_in_order_within_the_budget() {
         net.eps[0].send_request(0, addr(1), payload(10, 0)).unwrap();
     }
     net.pump();
+    // (The last request's timer filed too, not left in the slot.)
+    net.eps[0].timers.settle();
     net.serve(1, |_| Bytes::new());
     net.pump();
     assert_eq!(net.events(0).len(), 10);
@@ -261,6 +267,8 @@ fn a_full_table_or_a_returning_id_frees_ended_rpcs_first() {
     net.pump();
     net.serve(1, |_| Bytes::new());
     net.pump();
+    // (The response's timer filed in its set, not left in the slot.)
+    net.eps[1].timers.settle();
     net.now += 2 * net.eps[0].config.tick_ns;
     net.eps[0].flush_acks(net.now, addr(1), 0);
     net.pump();
@@ -292,4 +300,44 @@ fn a_full_table_or_a_returning_id_frees_ended_rpcs_first() {
         net.events(0).as_slice(),
         [Event::Response { rpc, .. }] if *rpc == id
     ));
+}
+
+#[test]
+fn an_rpc_that_ends_with_its_timer_in_the_slot_takes_it_out_at_once() {
+    // One RPC at a time: each request's and each response's silence check
+    // is still in the timer table's slot when its RPC ends (the response
+    // comes, the ack comes), and leaves it then, never filed in a set.
+    let mut net = Net::new(2, Config::default());
+    for round in 0..3 {
+        let id = net.eps[0]
+            .send_request(net.now, addr(1), payload(10, 0))
+            .unwrap();
+        net.pump();
+        assert_eq!(net.eps[0].timers.filed_for(id), 1);
+        assert!(net.eps[0].timers.unsettled(), "in the slot");
+        net.serve(1, |_| payload(10, 2));
+        net.pump();
+        assert_eq!(net.events(0).len(), 1);
+        // Ended: its timer gone with it, nothing left for `reap` to cancel.
+        assert_eq!(net.eps[0].timers.filed_for(id), 0);
+        assert!(!net.eps[0].timers.unsettled());
+        assert_eq!(net.eps[0].metrics().dead_rpcs, 1);
+        let filed = net.eps[0].timers.len();
+        assert_eq!(net.eps[0].reap(usize::MAX), 1);
+        assert_eq!(net.eps[0].timers.len(), filed);
+        // The server's RPC ends with the ack, its timer in the slot too.
+        let server_id = RpcId {
+            peer: addr(0),
+            id: id.id | 1,
+        };
+        assert_eq!(net.eps[1].timers.filed_for(server_id), 1);
+        net.now += 2 * net.eps[0].config.tick_ns;
+        net.eps[0].flush_acks(net.now, addr(1), 0);
+        net.pump();
+        assert_eq!(net.eps[1].metrics().dead_rpcs, 1, "round {round}");
+        assert_eq!(net.eps[1].timers.filed_for(server_id), 0);
+        let filed = net.eps[1].timers.len();
+        assert_eq!(net.eps[1].reap(usize::MAX), 1);
+        assert_eq!(net.eps[1].timers.len(), filed);
+    }
 }

@@ -23,6 +23,19 @@ struct Observed {
 /// with `config`. With `settle_each`, every endpoint settles right after
 /// each call into it; without, never.
 fn scenario(config: Config, settle_each: bool) -> Observed {
+    scenario_with(config, settle_each, false, false)
+}
+
+/// [`scenario`]; with `file_timers`, the RPC timer in the timer table's
+/// slot is also filed in its set after each call (as `settle` did before
+/// an RPC that ends took its timer out of the slot); with `reap_each`,
+/// ended RPCs are freed after each call (as the simulator does).
+fn scenario_with(
+    config: Config,
+    settle_each: bool,
+    file_timers: bool,
+    reap_each: bool,
+) -> Observed {
     let mut net = Net::new(3, config);
     let mut o = Observed {
         packets: Vec::new(),
@@ -39,6 +52,12 @@ fn scenario(config: Config, settle_each: bool) -> Observed {
         if settle_each {
             e.settle();
             assert!(!e.unsettled());
+        }
+        if file_timers {
+            e.timers.settle();
+        }
+        if reap_each {
+            e.reap(usize::MAX);
         }
         o.deadlines
             .push((i, e.poll_timeout(), e.poll_timeout_strict()));
@@ -160,8 +179,28 @@ fn sird_behaves_the_same_whether_settled_after_every_call_or_never() {
     same_either_way(busy_config(crate::Design::Sird));
 }
 
+/// Ended RPCs freed after every call (as the simulator does): whether
+/// the RPC timer in the slot is filed in its set after every call (as
+/// `settle` did before) or left there (an RPC that ends then takes it out
+/// of the slot, never filed), the endpoints send the same packets, raise
+/// the same events, ask to be woken at the same times and keep the same
+/// counters and gauges.
 #[test]
-fn a_sent_packet_leaves_its_timer_for_later_and_every_answer_counts_it() {
+fn an_rpc_timer_left_in_the_slot_until_its_rpc_ends_changes_nothing() {
+    for design in [crate::Design::Homa, crate::Design::Sird] {
+        let a = scenario_with(busy_config(design), true, true, true);
+        let b = scenario_with(busy_config(design), true, false, true);
+        assert_eq!(a.packets.len(), b.packets.len());
+        assert!(a.packets == b.packets, "same packets, in the same order");
+        assert_eq!(a.events, b.events);
+        assert_eq!(a.deadlines, b.deadlines, "same deadlines after every call");
+        assert_eq!(a.metrics, b.metrics, "same counters and gauges");
+        assert!(a.metrics[0].responses_delivered > 10);
+    }
+}
+
+#[test]
+fn a_sent_packet_leaves_its_timer_in_the_slot_and_every_answer_counts_it() {
     let mut net = Net::new(2, Config::default());
     let id = net.eps[0]
         .send_request(0, addr(1), payload(100, 0))
@@ -170,22 +209,26 @@ fn a_sent_packet_leaves_its_timer_for_later_and_every_answer_counts_it() {
     let before = (net.eps[0].poll_timeout(), net.eps[0].metrics().timers);
     let t = net.eps[0].poll_transmit(0).expect("the request");
     assert_eq!(t.packet_type, PacketType::Data);
-    // The request waits for its response: its timer is in the slot, and
-    // the deadline and the gauge show it as filed.
-    assert!(net.eps[0].unsettled());
+    // The request waits for its response: its timer is in the timer
+    // table's slot, and the deadline and the gauge show it as filed.
+    // Settling leaves it there (it leaves the slot for free if the RPC
+    // ends first); filing it changes no answer.
+    assert!(net.eps[0].timers.unsettled());
     let unsettled = (net.eps[0].poll_timeout(), net.eps[0].poll_timeout_strict());
     let timers = net.eps[0].metrics().timers;
     assert!(unsettled.1.is_some());
     net.eps[0].settle();
-    assert!(!net.eps[0].unsettled());
+    assert!(net.eps[0].timers.unsettled());
+    net.eps[0].timers.settle();
+    assert!(!net.eps[0].timers.unsettled());
     assert_eq!(
         unsettled,
         (net.eps[0].poll_timeout(), net.eps[0].poll_timeout_strict())
     );
     assert_eq!(timers, net.eps[0].metrics().timers);
     assert_ne!(before, (net.eps[0].poll_timeout(), timers));
-    // Its round comes whether or not it was settled: unsettled, the
-    // timeout still asks the server.
+    // Its round comes whether or not it was filed: the timeout still
+    // asks the server.
     let _ = net.eps[0].poll_transmit(0);
     assert!(net.eps[0].timers.filed_for(id) == 1);
     let due = net.eps[0].poll_timeout_strict().unwrap();
