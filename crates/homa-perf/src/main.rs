@@ -139,6 +139,10 @@ struct ServerArgs {
     /// Homa runtime configuration (TOML); default: tuned for loopback.
     #[arg(long, value_name = "FILE.toml")]
     config: Option<PathBuf>,
+    /// Homa: microseconds a waiting thread polls before it sleeps,
+    /// overriding the configuration's `poll_us` (0: sleeps at once).
+    #[arg(long, value_name = "US")]
+    poll_us: Option<u64>,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long, value_name = "S")]
     duration: Option<f64>,
@@ -197,6 +201,10 @@ struct ClientArgs {
     /// Homa runtime configuration (TOML); default: tuned for loopback.
     #[arg(long, value_name = "FILE.toml")]
     config: Option<PathBuf>,
+    /// Homa: microseconds a waiting thread polls before it sleeps,
+    /// overriding the configuration's `poll_us` (0: sleeps at once).
+    #[arg(long, value_name = "US")]
+    poll_us: Option<u64>,
     /// One thread keeps --concurrency RPCs outstanding instead of one
     /// thread per RPC: Homa with send_request/recv_any_response, TCP with
     /// --concurrency nonblocking connections under one epoll (not for UDP).
@@ -304,6 +312,14 @@ fn homa_config(path: Option<&PathBuf>) -> Result<homa::Config> {
     }
 }
 
+/// `config` with its `poll_us` replaced by `--poll-us`, if given.
+fn with_poll_us(mut config: homa::Config, poll_us: Option<u64>) -> homa::Config {
+    if let Some(us) = poll_us {
+        config.poll_us = us;
+    }
+    config
+}
+
 fn seconds(s: f64, flag: &str) -> Result<Duration> {
     if !(s.is_finite() && s > 0.0 && s <= 1e6) {
         bail!("{flag} must be a positive number of seconds, got {s}");
@@ -351,7 +367,7 @@ fn run(cli: Cli) -> Result<()> {
                 bind: a.bind,
                 threads: a.threads,
                 busy_poll: a.busy_poll,
-                homa_config: homa_config(a.config.as_ref())?,
+                homa_config: with_poll_us(homa_config(a.config.as_ref())?, a.poll_us),
                 work_per_request: work,
             })?;
             eprintln!(
@@ -435,7 +451,7 @@ fn run(cli: Cli) -> Result<()> {
             opts.busy_poll = a.busy_poll;
             opts.warmup = a.warmup;
             opts.timeout = Duration::from_millis(a.timeout_ms.max(1));
-            opts.homa_config = homa_config(a.config.as_ref())?;
+            opts.homa_config = with_poll_us(homa_config(a.config.as_ref())?, a.poll_us);
             if let Some(n) = a.lanes {
                 opts.homa_config.lanes = n;
                 opts.homa_config.check().context("--lanes")?;
