@@ -731,6 +731,21 @@ mod tests {
         kept_headers_take_every_call_whole_asking_for(1);
     }
 
+    /// Sets UDP_SEGMENT (GSO segment size, bytes; 0: off) on `fd`.
+    fn set_udp_segment(fd: std::os::fd::RawFd, seg: libc::c_int) {
+        // SAFETY: a live socket and a c_int option on the stack.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_UDP,
+                cmsg::UDP_SEGMENT,
+                &seg as *const libc::c_int as *const libc::c_void,
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0, "UDP_SEGMENT");
+    }
+
     /// A GRO socket that does not read ECN, asked for one datagram (a
     /// sleeping reader's call): a GSO send of three packets, read as one
     /// GRO buffer, still comes out as the three packets.
@@ -742,18 +757,7 @@ mod tests {
                 .expect("open");
         assert!(sock.gro && !sock.ecn, "UDP GRO on loopback, no ECN");
         let tx = std::net::UdpSocket::bind(any).unwrap();
-        let seg: libc::c_int = 208;
-        // SAFETY: a live socket and a c_int option on the stack.
-        let r = unsafe {
-            libc::setsockopt(
-                tx.as_raw_fd(),
-                libc::SOL_UDP,
-                cmsg::UDP_SEGMENT,
-                &seg as *const libc::c_int as *const libc::c_void,
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(r, 0, "UDP_SEGMENT");
+        set_udp_segment(tx.as_raw_fd(), 208);
         let gso: Vec<u8> = (0..3).flat_map(|k| [k + 1; 208]).collect();
         tx.send_to(&gso, local).unwrap();
         let mut rb = RecvBufs::new(8);
@@ -804,18 +808,7 @@ mod tests {
             // then the TOS byte, which a control length left as the last
             // call cut it would lose).
             let gso: Vec<u8> = (0..3).flat_map(|k| [k + 1; 208]).collect();
-            let seg: libc::c_int = 208;
-            // SAFETY: a live socket and a c_int option on the stack.
-            let r = unsafe {
-                libc::setsockopt(
-                    ce_tx.as_raw_fd(),
-                    libc::SOL_UDP,
-                    cmsg::UDP_SEGMENT,
-                    &seg as *const libc::c_int as *const libc::c_void,
-                    size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            assert_eq!(r, 0, "UDP_SEGMENT");
+            set_udp_segment(ce_tx.as_raw_fd(), 208);
             ce_tx.send_to(&gso, &local.into()).unwrap();
             let got = take(3);
             let lens: Vec<usize> = got.iter().map(|g| g.1.len()).collect();
@@ -824,17 +817,7 @@ mod tests {
                 assert!(g.1.iter().all(|&b| b == k as u8 + 1), "round {round}");
                 assert!(g.2, "round {round}: the TOS control message came too");
             }
-            let off: libc::c_int = 0;
-            // SAFETY: as above.
-            unsafe {
-                libc::setsockopt(
-                    ce_tx.as_raw_fd(),
-                    libc::SOL_UDP,
-                    cmsg::UDP_SEGMENT,
-                    &off as *const libc::c_int as *const libc::c_void,
-                    size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
+            set_udp_segment(ce_tx.as_raw_fd(), 0);
             // Several datagrams from two senders in one call.
             for k in 0..5u8 {
                 if k % 2 == 0 {
