@@ -331,6 +331,20 @@ impl HomaSocket {
         // unaliased for the duration of the call.
         let r = unsafe { sys::recvmmsg(self.fd(), rb.msgs.as_mut_ptr(), n as libc::c_uint, flags) };
         rb.received(n, r as isize);
+        if r < 0 {
+            return self.nothing_received();
+        }
+        for i in 0..r as usize {
+            let len = rb.msgs[i].msg_len as usize;
+            self.note_message(rb, i, len);
+        }
+        Ok(rb.got.len())
+    }
+
+    /// Files what the message received in slot `i` holds (`len` bytes
+    /// written into the slot's buffer, with the slot's name and control
+    /// messages) as its datagram, or as the packets of a GRO batch.
+    fn note_message(&self, rb: &mut RecvBufs, i: usize, len: usize) {
         let RecvBufs {
             bufs,
             names,
@@ -338,29 +352,7 @@ impl HomaSocket {
             got,
             ..
         } = rb;
-        if r < 0 {
-            return self.nothing_received();
-        }
-        for (i, m) in msgs.iter().enumerate().take(r as usize) {
-            let len = m.msg_len as usize;
-            self.note_message(got, &mut bufs[i], i, &names[i], &m.msg_hdr, len);
-        }
-        Ok(got.len())
-    }
-
-    /// Files what a received message holds (written into `buf`, the
-    /// buffer of slot `i`, `len` bytes, from `name`, with the control
-    /// messages of `hdr`) as its datagram, or as the packets of a GRO
-    /// batch.
-    fn note_message(
-        &self,
-        got: &mut Vec<Datagram>,
-        buf: &mut Vec<u8>,
-        i: usize,
-        name: &libc::sockaddr_storage,
-        hdr: &libc::msghdr,
-        len: usize,
-    ) {
+        let (buf, name, hdr) = (&mut bufs[i], &names[i], &msgs[i].msg_hdr);
         written(buf, len);
         let Some(src) = sockaddr_addr(name) else {
             return;
@@ -484,22 +476,8 @@ impl HomaSocket {
         if r < 0 {
             return self.nothing_received();
         }
-        let RecvBufs {
-            bufs,
-            names,
-            msgs,
-            got,
-            ..
-        } = rb;
-        self.note_message(
-            got,
-            &mut bufs[0],
-            0,
-            &names[0],
-            &msgs[0].msg_hdr,
-            r as usize,
-        );
-        Ok(got.len())
+        self.note_message(rb, 0, r as usize);
+        Ok(rb.got.len())
     }
 }
 
