@@ -151,12 +151,19 @@ impl AsyncEndpoint {
         match self.ep.inner().register_response(id) {
             // The sender goes away without a value when the RPC is aborted
             // or the endpoint closes; say which.
-            Ok(rx) => rx.await.unwrap_or_else(|_| {
-                Err(match self.ep.inner().check_open() {
-                    Err(closed) => closed,
-                    Ok(()) => Error::UnknownRpc(id),
+            Ok(rx) => {
+                let mut pending = PendingResponse {
+                    rx,
+                    ep: &self.ep,
+                    id,
+                };
+                (&mut pending.rx).await.unwrap_or_else(|_| {
+                    Err(match self.ep.inner().check_open() {
+                        Err(closed) => closed,
+                        Ok(()) => Error::UnknownRpc(id),
+                    })
                 })
-            }),
+            }
             Err(now) => now,
         }
     }
@@ -208,6 +215,23 @@ impl Drop for AbortUnlessDone<'_> {
     fn drop(&mut self) {
         if !self.done {
             let _ = self.ep.abort(self.id);
+        }
+    }
+}
+
+/// An async waiter's channel for the response of RPC `id`: dropped
+/// before the response was taken out of it (the caller cancelled the
+/// wait just as it came), it gives the response back to the endpoint.
+struct PendingResponse<'a> {
+    rx: crate::oneshot::Receiver<crate::endpoint::Outcome>,
+    ep: &'a Endpoint,
+    id: RpcId,
+}
+
+impl Drop for PendingResponse<'_> {
+    fn drop(&mut self) {
+        if let Some(outcome) = self.rx.close_and_take() {
+            self.ep.inner().refile_response(self.id, outcome);
         }
     }
 }

@@ -231,3 +231,46 @@ fn async_streams_run_on_plain_threads() {
     assert_eq!(block_on(s.recv()).unwrap(), None);
     assert_eq!(echo.join().unwrap().unwrap(), N);
 }
+
+/// A wait for a response that its caller gave up on (its future polled,
+/// then dropped later, as a cancelled task's is) does not lose the
+/// response: dropped with the response already in its channel, it gives it
+/// back and the next wait gets it; and a newer wait registered meanwhile
+/// gets the response itself, not the older one about to be dropped.
+#[test]
+fn a_cancelled_wait_does_not_lose_the_response() {
+    let server = AsyncEndpoint::bind(any(), Config::default()).unwrap();
+    let client = AsyncEndpoint::bind(any(), Config::default()).unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    for round in 0..2u64 {
+        let id = client
+            .send_request(server.local_addr(), Bytes::from_static(b"q"))
+            .unwrap();
+        let req = block_on(server.recv_request()).unwrap();
+        // Registered (polled once), then never polled again.
+        let mut stale = Box::pin(client.recv_response(id));
+        assert!(stale.as_mut().poll(&mut cx).is_pending());
+        let newer = (round == 1).then(|| {
+            let mut f = Box::pin(client.recv_response(id));
+            assert!(f.as_mut().poll(&mut cx).is_pending());
+            f
+        });
+        server.reply(req.id, Bytes::from_static(b"late")).unwrap();
+        // The client has taken the response in: it sits in a channel.
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        while client.metrics().responses_delivered < round + 1 {
+            assert!(Instant::now() < deadline, "round {round}: no response");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        match newer {
+            None => {
+                drop(stale);
+                assert_eq!(block_on(client.recv_response(id)).unwrap(), "late");
+            }
+            Some(f) => {
+                assert_eq!(block_on(f).unwrap(), "late", "the newer wait");
+                drop(stale);
+            }
+        }
+    }
+}

@@ -115,9 +115,11 @@ impl Clients {
         self.rpcs.len() > self.done
     }
 
-    /// RPC `id` ended with `outcome`: it goes to the first async task
-    /// still listening, else to the thread waiting by id through its
-    /// handoff, else into the table until collected.
+    /// RPC `id` ended with `outcome`: it goes to the newest async task
+    /// still listening (an older one may be a waiter its caller has
+    /// cancelled whose future is not dropped yet: one registered after it
+    /// is alive), else to the thread waiting by id through its handoff,
+    /// else into the table until collected.
     pub(super) fn finish(&mut self, id: RpcId, mut outcome: Outcome) -> Finished {
         let Entry::Occupied(mut e) = self.rpcs.entry(id) else {
             return Finished::Dropped; // aborted meanwhile
@@ -128,7 +130,7 @@ impl Clients {
         // (No task waits, usually: then not even an empty drain.)
         if !w.tasks.is_empty() {
             let mut r = Some(outcome);
-            for tx in w.tasks.drain(..) {
+            for tx in w.tasks.drain(..).rev() {
                 match tx.send(r.take().expect("present until sent")) {
                     Ok(()) => break,
                     Err(back) => r = Some(back), // that waiter has gone
@@ -396,6 +398,20 @@ mod tests {
         c.unclaim(id(4), &h);
         let (d, r) = c.take_any().unwrap().unwrap();
         assert_eq!((d, byte(r)), (id(4), 4));
+    }
+
+    /// Of two async tasks listening, the newer gets the outcome (the older
+    /// may be one its caller cancelled, not dropped yet); the older hears
+    /// that its channel closed.
+    #[test]
+    fn the_newest_async_task_gets_the_outcome() {
+        let mut c = Clients::default();
+        c.start(id(1));
+        let mut older = c.register_task(id(1), false).unwrap();
+        let mut newer = c.register_task(id(1), false).unwrap();
+        assert_eq!(c.finish(id(1), ok(7)), Finished::Task);
+        assert_eq!(byte(newer.close_and_take().unwrap()), 7);
+        assert!(older.close_and_take().is_none());
     }
 
     #[test]

@@ -74,6 +74,22 @@ impl Inner {
         r
     }
 
+    /// Takes back the outcome of client RPC `id` from an async waiter that
+    /// was handed it and dropped before it read it (a cancelled
+    /// `recv_response`): it goes to whoever else waits, or into the table
+    /// until collected, as if it had just come.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn refile_response(&self, id: RpcId, outcome: Outcome) {
+        let mut st = self.lock();
+        st.generation += 1;
+        st.clients.start(id);
+        Self::finish(&mut st, id, outcome);
+        self.sync_ready(&st);
+        let woken = st.parked.take_woken();
+        drop(st);
+        unpark(woken);
+    }
+
     /// Puts a request back at the head of the queue (or hands it to the
     /// first async waiter still there) and wakes whoever waits.
     pub(crate) fn requeue_request(&self, request: Queued) {
