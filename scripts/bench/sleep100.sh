@@ -1,7 +1,8 @@
 #!/bin/bash
 # usage: [BUSY=1] sleep100.sh ROUNDS BIN...: 100 B p50 and p99 with every waiter sleeping at once (Homa --poll-us 0;
 # UDP and TCP blocking), 1 s runs, binaries alternating, then UDP and TCP: medians and ratios to UDP;
-# BUSY=1 runs two spinning threads in a process of their own throughout
+# BUSY=1 runs two spinning threads in a process of their own throughout. Builds older than --poll-us
+# (before the thirteenth pass's end) fail here: use a --config file with poll_us = 0 for them.
 rounds=$1; shift
 [ -n "$BUSY" ] && { $1 --busy-threads 2 server --bind 127.0.0.1:5098 --protocol udp --duration 100000 >/dev/null 2>&1 & SP=$!; }
 for r in $(seq $rounds); do
@@ -11,8 +12,9 @@ for r in $(seq $rounds); do
     $bin server --protocol $proto --bind 127.0.0.1:$port $cfg >/dev/null 2>&1 & S=$!
     sleep 0.2
     j=$($bin client --protocol $proto --server 127.0.0.1:$port --size 100 --seconds 1 --json $cfg 2>/dev/null)
-    kill $S; wait $S 2>/dev/null
-    echo "$(basename $b) $(echo "$j" | python3 -c 'import json,sys; c=json.load(sys.stdin); print(c["p50_us"], c["p99_us"])')"
+    kill $S 2>/dev/null; wait $S 2>/dev/null
+    # (A run that failed, e.g. a build without --poll-us, prints nothing.)
+    r=$(echo "$j" | python3 -c 'import json,sys; c=json.load(sys.stdin); print(c["p50_us"], c["p99_us"])' 2>/dev/null) && echo "$(basename $b) $r"
   done
 done | python3 -c "
 import sys,statistics as st
