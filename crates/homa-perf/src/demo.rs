@@ -13,6 +13,8 @@
 
 use crate::child_server::{ChildServer, ChildServerOptions};
 use crate::client::{measure, ClientOptions, Measured};
+pub use crate::demo_ratios::Ratio;
+use crate::demo_ratios::{ratios as ratios_of, set_spread};
 use crate::error::PerfError;
 use crate::proto::Protocol;
 use crate::server::{Server, ServerOptions};
@@ -99,15 +101,6 @@ pub struct DemoRow {
     /// Why the measurement failed, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-}
-
-/// One tracked ratio.
-#[derive(Debug, Clone, Serialize)]
-pub struct Ratio {
-    /// What is divided by what.
-    pub name: String,
-    /// The ratio; null when a side is missing.
-    pub value: Option<f64>,
 }
 
 /// Everything the demo measured.
@@ -253,6 +246,9 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
     let busy = crate::Contention::start(opts.busy_threads)?;
     let began = Instant::now();
     let mut rows = Vec::new();
+    // The same rows, each from one round's slice alone.
+    let mut round_rows: Vec<Vec<DemoRow>> = vec![Vec::new(); opts.rounds as usize];
+    let processes = opts.server_exe.is_some();
     for group in groups() {
         let mut acc: Vec<Accumulated> = group
             .iter()
@@ -265,7 +261,8 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
                 error: None,
             })
             .collect();
-        for round in 0..opts.rounds as usize {
+        for (round, this_round) in round_rows.iter_mut().enumerate() {
+            let mut slices: Vec<Option<DemoRow>> = vec![None; group.len()];
             // Rotate the order so that no row always runs first.
             for k in 0..group.len() {
                 let i = (k + round) % group.len();
@@ -274,9 +271,18 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
                 }
                 match measure_slice(opts, &group[i], slice, &busy) {
                     Ok((m, cpu)) => {
+                        let both = cpu.client_ns + cpu.server_ns;
+                        let report = Report::new(label(&group[i]), &m.recorder, m.elapsed);
+                        slices[i] = Some(row(
+                            &group[i],
+                            Some(report),
+                            both,
+                            processes.then_some(cpu.server_ns),
+                            None,
+                        ));
                         acc[i].recorder.merge(&m.recorder);
                         acc[i].elapsed += m.elapsed;
-                        acc[i].cpu_ns += cpu.client_ns + cpu.server_ns;
+                        acc[i].cpu_ns += both;
                         acc[i].server_cpu_ns += cpu.server_ns;
                         acc[i].homa_metrics = m.homa_metrics;
                     }
@@ -286,40 +292,28 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
                     }
                 }
             }
+            this_round.extend(slices.into_iter().flatten());
         }
         for (spec, a) in group.iter().zip(acc) {
             let report = a.error.is_none().then(|| {
-                let label = RunLabel {
-                    protocol: spec.protocol.name().to_string(),
-                    busy_poll: spec.busy_poll,
-                    concurrency: spec.concurrency,
-                    size: Some(spec.size),
-                    workload: None,
-                    response_size: LATENCY_SIZE,
-                };
-                let mut r = Report::new(label, &a.recorder, a.elapsed);
+                let mut r = Report::new(label(spec), &a.recorder, a.elapsed);
                 r.homa_metrics = a.homa_metrics;
                 r
             });
-            let rpcs = report.as_ref().map_or(0, |r| r.rpcs);
-            let per_rpc = |ns: u64| ns as f64 / 1e3 / rpcs as f64;
-            rows.push(DemoRow {
-                cpu_us_per_rpc: (rpcs > 0).then(|| per_rpc(a.cpu_ns)),
-                server_cpu_us_per_rpc: (rpcs > 0 && opts.server_exe.is_some())
-                    .then(|| per_rpc(a.server_cpu_ns)),
-                test: spec.test,
-                protocol: spec.protocol.name(),
-                busy_poll: spec.busy_poll,
-                no_poll: spec.no_poll,
-                pipelined: spec.pipelined,
-                concurrency: spec.concurrency,
-                size: spec.size,
+            rows.push(row(
+                spec,
                 report,
-                error: a.error,
-            });
+                a.cpu_ns,
+                processes.then_some(a.server_cpu_ns),
+                a.error,
+            ));
         }
     }
-    let ratios = ratios(&rows);
+    let mut ratios = ratios_of(&rows);
+    if opts.rounds > 1 {
+        let per_round: Vec<Vec<Ratio>> = round_rows.iter().map(|r| ratios_of(r)).collect();
+        set_spread(&mut ratios, &per_round);
+    }
     Ok(DemoResult {
         seconds: opts.seconds,
         rounds: opts.rounds,
@@ -336,6 +330,45 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoResult, PerfError> {
         rows,
         ratios,
     })
+}
+
+/// How a row's report is labelled.
+fn label(spec: &Spec) -> RunLabel {
+    RunLabel {
+        protocol: spec.protocol.name().to_string(),
+        busy_poll: spec.busy_poll,
+        concurrency: spec.concurrency,
+        size: Some(spec.size),
+        workload: None,
+        response_size: LATENCY_SIZE,
+    }
+}
+
+/// A row of the table: `spec` measured as `report` with `cpu_ns` of both
+/// ends' CPU time, `server_ns` of it the server process's (`None` with
+/// in-process servers).
+fn row(
+    spec: &Spec,
+    report: Option<Report>,
+    cpu_ns: u64,
+    server_ns: Option<u64>,
+    error: Option<String>,
+) -> DemoRow {
+    let rpcs = report.as_ref().map_or(0, |r| r.rpcs);
+    let per_rpc = |ns: u64| ns as f64 / 1e3 / rpcs as f64;
+    DemoRow {
+        cpu_us_per_rpc: (rpcs > 0).then(|| per_rpc(cpu_ns)),
+        server_cpu_us_per_rpc: server_ns.filter(|_| rpcs > 0).map(per_rpc),
+        test: spec.test,
+        protocol: spec.protocol.name(),
+        busy_poll: spec.busy_poll,
+        no_poll: spec.no_poll,
+        pipelined: spec.pipelined,
+        concurrency: spec.concurrency,
+        size: spec.size,
+        report,
+        error,
+    }
 }
 
 /// CPU time of one slice (ns).
@@ -465,127 +498,6 @@ fn server_threads(spec: &Spec, cpus: usize) -> usize {
     spec.concurrency.min(free).max(1)
 }
 
-fn find<'a>(
-    rows: &'a [DemoRow],
-    test: &str,
-    protocol: &str,
-    busy_poll: bool,
-    no_poll: bool,
-    concurrency: usize,
-) -> Option<&'a Report> {
-    find_row(rows, test, protocol, busy_poll, no_poll, false, concurrency)
-}
-
-fn find_row<'a>(
-    rows: &'a [DemoRow],
-    test: &str,
-    protocol: &str,
-    busy_poll: bool,
-    no_poll: bool,
-    pipelined: bool,
-    concurrency: usize,
-) -> Option<&'a Report> {
-    rows.iter()
-        .find(|r| {
-            r.test == test
-                && r.protocol == protocol
-                && r.busy_poll == busy_poll
-                && r.no_poll == no_poll
-                && r.pipelined == pipelined
-                && r.concurrency == concurrency
-        })
-        .and_then(|r| r.report.as_ref())
-}
-
-fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some((a / b * 100.0).round() / 100.0),
-        _ => None,
-    }
-}
-
-fn ratios(rows: &[DemoRow]) -> Vec<Ratio> {
-    let p50 = |proto, busy| find(rows, "latency", proto, busy, false, 1).and_then(|r| r.p50_us);
-    let gbps = |proto, pipelined, k| {
-        find_row(rows, "throughput", proto, false, false, pipelined, k)
-            .filter(|r| r.rpcs > 0)
-            .map(|r| r.gbps)
-    };
-    let mut out = Vec::new();
-    for (busy, mode) in [(false, "blocking"), (true, "busy-poll")] {
-        out.push(Ratio {
-            name: format!("homa p50 / udp p50, {mode}"),
-            value: ratio(p50("homa", busy), p50("udp", busy)),
-        });
-    }
-    out.push(Ratio {
-        name: "homa (no-poll) p50 / udp p50, blocking".to_string(),
-        value: ratio(
-            find(rows, "latency", "homa", false, true, 1).and_then(|r| r.p50_us),
-            p50("udp", false),
-        ),
-    });
-    for (busy, mode) in [(false, "blocking"), (true, "busy-poll")] {
-        out.push(Ratio {
-            name: format!("homa p50 / tcp p50, {mode}"),
-            value: ratio(p50("homa", busy), p50("tcp", busy)),
-        });
-    }
-    out.push(Ratio {
-        name: "homa Gbit/s / tcp Gbit/s, 500 KB, 1 outstanding".to_string(),
-        value: ratio(gbps("homa", false, 1), gbps("tcp", false, 1)),
-    });
-    out.push(Ratio {
-        name: "homa / tcp Gbit/s, 4 outstanding, one thread each".to_string(),
-        value: ratio(gbps("homa", true, 4), gbps("tcp", true, 4)),
-    });
-    out.push(Ratio {
-        name: "homa one thread / tcp thread per RPC, 4 outstanding".to_string(),
-        value: ratio(gbps("homa", true, 4), gbps("tcp", false, 4)),
-    });
-    out.push(Ratio {
-        name: "homa / tcp Gbit/s, 4 outstanding, thread per RPC".to_string(),
-        value: ratio(gbps("homa", false, 4), gbps("tcp", false, 4)),
-    });
-    let rate = |proto, pipelined| {
-        find_row(
-            rows,
-            "clients",
-            proto,
-            false,
-            false,
-            pipelined,
-            MANY_CLIENTS,
-        )
-        .filter(|r| r.rpcs > 0)
-        .map(|r| r.rpcs_per_s)
-    };
-    out.push(Ratio {
-        name: format!("homa / tcp RPC/s, {MANY_CLIENTS} clients, one thread each"),
-        value: ratio(rate("homa", true), rate("tcp", true)),
-    });
-    out.push(Ratio {
-        name: format!("homa / tcp RPC/s, {MANY_CLIENTS} clients, thread per client"),
-        value: ratio(rate("homa", false), rate("tcp", false)),
-    });
-    let cpu = |proto| {
-        rows.iter()
-            .find(|r| {
-                r.test == "latency"
-                    && r.protocol == proto
-                    && !r.busy_poll
-                    && !r.no_poll
-                    && r.concurrency == 1
-            })
-            .and_then(|r| r.cpu_us_per_rpc)
-    };
-    out.push(Ratio {
-        name: "homa CPU per RPC / tcp CPU per RPC, 100 B, blocking".to_string(),
-        value: ratio(cpu("homa"), cpu("tcp")),
-    });
-    out
-}
-
 impl DemoResult {
     /// The result as one JSON object.
     pub fn to_json(&self) -> serde_json::Value {
@@ -699,13 +611,22 @@ impl DemoResult {
         );
         let _ = writeln!(
             out,
-            "ratios (lower latency ratio / higher throughput ratio is better for homa):"
+            "ratios (lower latency ratio / higher throughput ratio is better for homa){}:",
+            if self.rounds > 1 {
+                "; each round's lowest-highest after it"
+            } else {
+                ""
+            }
         );
         for r in &self.ratios {
             let v = r
                 .value
                 .map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
-            let _ = writeln!(out, "  {:<52} {v:>6}", r.name);
+            let spread = match (r.low, r.high) {
+                (Some(lo), Some(hi)) => format!("   rounds {lo:.2}-{hi:.2}"),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "  {:<52} {v:>6}{spread}", r.name);
         }
         out
     }

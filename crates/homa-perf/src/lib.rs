@@ -26,6 +26,7 @@ pub mod client;
 pub mod cluster;
 pub mod contention;
 pub mod demo;
+mod demo_ratios;
 pub mod error;
 mod homa_rpc;
 pub mod host;

@@ -444,6 +444,8 @@ fn demo_runs_and_reports_every_row_on_a_busy_host() {
         ratios.iter().all(|r| r["value"].as_f64().is_some()),
         "{ratios:?}"
     );
+    // One round: no spread to give.
+    assert!(ratios.iter().all(|r| r.get("low").is_none()), "{ratios:?}");
     assert_eq!(v["busy_threads"], 1);
     assert_eq!(v["servers"], "process");
 }
@@ -453,9 +455,9 @@ fn demo_can_run_its_servers_in_its_own_process() {
     let o = homa_perf(&[
         "demo",
         "--seconds",
-        "0.1",
+        "0.2",
         "--rounds",
-        "1",
+        "2",
         "--json",
         "--in-process",
     ]);
@@ -466,6 +468,12 @@ fn demo_can_run_its_servers_in_its_own_process() {
         assert!(r.get("error").is_none(), "failed row: {r}");
         assert!(r["cpu_us_per_rpc"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r.get("server_cpu_us_per_rpc").is_none(), "{r}");
+    }
+    // Two rounds: every ratio gives the lowest and highest of its rounds.
+    for r in v["ratios"].as_array().unwrap() {
+        let (lo, hi) = (r["low"].as_f64(), r["high"].as_f64());
+        assert!(lo.is_some() && hi.is_some(), "{r}");
+        assert!(lo <= hi && lo.unwrap() > 0.0, "{r}");
     }
 }
 
