@@ -51,6 +51,7 @@ pub mod bytedance;
 pub mod config;
 pub mod endpoint;
 pub mod event;
+pub mod front_map;
 pub mod grant;
 pub mod incast;
 pub mod incoming;

@@ -21,7 +21,8 @@
 //! that comes back while it is dead is seen by [`RpcTable::insert`], which
 //! frees the dead one first.
 
-use crate::keyed::{quick_key, remembered, KeyedMap, NO_KEY};
+use crate::front_map::FrontMap;
+use crate::keyed::{quick_key, remembered, NO_KEY};
 use crate::rpc::Rpc;
 use crate::timers::RpcTimer;
 use crate::RpcId;
@@ -42,7 +43,9 @@ struct Slot {
 /// Every RPC of an endpoint, by id.
 #[derive(Debug)]
 pub struct RpcTable {
-    index: KeyedMap<RpcId, u32>,
+    /// Each id's slot. (Its first few entries are not hashed: see
+    /// [`FrontMap`].)
+    index: FrontMap<RpcId, u32>,
     /// Each slot's RPC (live or dead) with its id.
     slots: Vec<Slot>,
     /// Free slots.
@@ -58,7 +61,7 @@ pub struct RpcTable {
 impl Default for RpcTable {
     fn default() -> RpcTable {
         RpcTable {
-            index: KeyedMap::default(),
+            index: FrontMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
             dead: VecDeque::new(),
@@ -138,14 +141,20 @@ impl RpcTable {
         id: RpcId,
         make: impl FnOnce() -> Rpc,
     ) -> Option<Option<RpcTimer>> {
-        use std::collections::hash_map::Entry;
-        let slot = match self.index.entry(id) {
-            Entry::Occupied(e) => {
-                let slot = *e.get();
-                return Some(self.replace(id, slot, make()));
+        // (An insert that gives back what it displaced, put back in the
+        // rare case there was one, as in `insert_fresh`.)
+        let pushed = self.free.is_empty();
+        let slot = take_slot(&mut self.free, &mut self.slots, id);
+        if let Some(old) = self.index.insert(id, slot) {
+            // The table as it was: the map's entry, the free slot.
+            self.index.insert(id, old);
+            if pushed {
+                self.slots.pop();
+            } else {
+                self.free.push(slot);
             }
-            Entry::Vacant(e) => *e.insert(take_slot(&mut self.free, &mut self.slots, id)),
-        };
+            return Some(self.replace(id, old, make()));
+        }
         // A vacant id's slot is free (taken from the free list or just
         // pushed): the RPC is written where it lies. (An assignment would
         // drop the old value between reading `rpc` and storing it, which

@@ -13,15 +13,15 @@
 //!
 //! (These used to be five tables, two sets and three maps, and a finished
 //! RPC cost four hash-table removals; now a blocking call costs one insert,
-//! two lookups and one removal.)
+//! two lookups and one removal, none of them hashed while it is the only
+//! RPC in the table: see `front.rs`.)
 
+use super::front::FrontMap;
 use super::Outcome;
 use crate::oneshot;
 use crate::parked::Handoff;
 use crate::Error;
-use homa_core::keyed::KeyedMap;
 use homa_core::RpcId;
-use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -89,7 +89,7 @@ pub(super) enum Finished {
 /// The client RPCs of an endpoint (kept under its lock).
 #[derive(Default)]
 pub(super) struct Clients {
-    rpcs: KeyedMap<RpcId, ClientRpc>,
+    rpcs: FrontMap<RpcId, ClientRpc>,
     /// Finished RPCs in the order they finished, for `recv_any_response`.
     /// Also holds the ids of RPCs collected by id or aborted since, which
     /// are skipped when met and cleaned out when they outnumber the rest.
@@ -121,7 +121,7 @@ impl Clients {
     /// is alive), else to the thread waiting by id through its handoff,
     /// else into the table until collected.
     pub(super) fn finish(&mut self, id: RpcId, mut outcome: Outcome) -> Finished {
-        let Entry::Occupied(mut e) = self.rpcs.entry(id) else {
+        let Some(mut e) = self.rpcs.occupied(id) else {
             return Finished::Dropped; // aborted meanwhile
         };
         let ClientRpc::Outstanding(w) = e.get_mut() else {

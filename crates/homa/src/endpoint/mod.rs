@@ -31,6 +31,7 @@
 mod api;
 mod clients;
 mod events;
+mod front;
 mod lanes;
 mod output;
 mod reader;
