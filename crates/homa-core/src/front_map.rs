@@ -16,6 +16,7 @@
 //! scans the full list before it hashes: a few comparisons more.)
 
 use crate::keyed::KeyedMap;
+use std::collections::hash_map::{Entry, OccupiedEntry};
 use std::hash::Hash;
 
 /// Entries kept out of the hash table at most.
@@ -42,10 +43,12 @@ impl<K, V> Default for FrontMap<K, V> {
 
 impl<K: Eq + Hash, V> FrontMap<K, V> {
     /// The value of `k`, if present.
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, k: &K) -> Option<&V> {
-        if let Some((_, v)) = self.front.iter().find(|(f, _)| f == k) {
-            return Some(v);
+        for (f, v) in &self.front {
+            if f == k {
+                return Some(v);
+            }
         }
         if self.rest.is_empty() {
             return None;
@@ -73,7 +76,6 @@ impl<K: Eq + Hash, V> FrontMap<K, V> {
     /// use or the list full.
     #[inline(never)]
     fn insert_rest(&mut self, k: K, v: V) -> Option<V> {
-        use std::collections::hash_map::Entry;
         match self.rest.entry(k) {
             Entry::Occupied(mut e) => Some(std::mem::replace(e.get_mut(), v)),
             Entry::Vacant(e) => {
@@ -100,6 +102,44 @@ impl<K: Eq + Hash, V> FrontMap<K, V> {
         self.rest.remove(k)
     }
 
+    /// Mutable [`FrontMap::get`].
+    #[inline(always)]
+    pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
+        for (f, v) in self.front.iter_mut() {
+            if f == k {
+                return Some(v);
+            }
+        }
+        if self.rest.is_empty() {
+            return None;
+        }
+        self.rest.get_mut(k)
+    }
+
+    /// The entry of `k` if it is there, to change or take out without
+    /// looking it up again.
+    #[inline(always)]
+    pub fn occupied(&mut self, k: K) -> Option<Occupied<'_, K, V>> {
+        if let Some(i) = self.front.iter().position(|(f, _)| *f == k) {
+            return Some(Occupied::Front(&mut self.front, i));
+        }
+        if self.rest.is_empty() {
+            return None;
+        }
+        match self.rest.entry(k) {
+            Entry::Occupied(e) => Some(Occupied::Rest(e)),
+            Entry::Vacant(_) => None,
+        }
+    }
+
+    /// Every value, in no particular order.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> + '_ {
+        self.front
+            .iter_mut()
+            .map(|(_, v)| v)
+            .chain(self.rest.values_mut())
+    }
+
     /// Entries.
     pub fn len(&self) -> usize {
         self.front.len() + self.rest.len()
@@ -108,6 +148,33 @@ impl<K: Eq + Hash, V> FrontMap<K, V> {
     /// True when there is no entry.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// An entry of a [`FrontMap`] that is there ([`FrontMap::occupied`]).
+#[derive(Debug)]
+pub enum Occupied<'a, K, V> {
+    /// Entry `.1` of the list.
+    Front(&'a mut Vec<(K, V)>, usize),
+    /// An entry of the table.
+    Rest(OccupiedEntry<'a, K, V>),
+}
+
+impl<K, V> Occupied<'_, K, V> {
+    /// The entry's value.
+    pub fn get_mut(&mut self) -> &mut V {
+        match self {
+            Occupied::Front(list, i) => &mut list[*i].1,
+            Occupied::Rest(e) => e.get_mut(),
+        }
+    }
+
+    /// Takes the entry out; returns its value.
+    pub fn remove(self) -> V {
+        match self {
+            Occupied::Front(list, i) => list.swap_remove(i).1,
+            Occupied::Rest(e) => e.remove(),
+        }
     }
 }
 
@@ -140,10 +207,39 @@ mod tests {
             let mut h = HashMap::<u64, u64>::new();
             for step in 0..20_000u64 {
                 let k = r.next(keys);
-                match r.next(5) {
+                match r.next(8) {
                     0 | 1 => assert_eq!(m.insert(k, step), h.insert(k, step)),
                     2 | 3 => assert_eq!(m.remove(&k), h.remove(&k)),
+                    4 => {
+                        // Change in place, through either way in.
+                        if let Some(v) = m.get_mut(&k) {
+                            *v += 1;
+                        }
+                        if let Some(v) = h.get_mut(&k) {
+                            *v += 1;
+                        }
+                    }
+                    5 => match (m.occupied(k), h.remove(&k)) {
+                        (Some(e), Some(hv)) => assert_eq!(e.remove(), hv),
+                        (None, None) => {}
+                        (a, b) => panic!("occupied {a:?} against {b:?}"),
+                    },
+                    6 => {
+                        if let Some(mut e) = m.occupied(k) {
+                            *e.get_mut() += 2;
+                        }
+                        if let Some(v) = h.get_mut(&k) {
+                            *v += 2;
+                        }
+                    }
                     _ => assert_eq!(m.get(&k), h.get(&k)),
+                }
+                if step % 1_000 == 0 {
+                    let mut a: Vec<u64> = m.values_mut().map(|v| *v).collect();
+                    let mut b: Vec<u64> = h.values().copied().collect();
+                    a.sort_unstable();
+                    b.sort_unstable();
+                    assert_eq!(a, b);
                 }
                 assert_eq!(m.len(), h.len());
                 assert_eq!(m.is_empty(), h.is_empty());

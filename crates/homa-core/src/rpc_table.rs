@@ -141,8 +141,24 @@ impl RpcTable {
         id: RpcId,
         make: impl FnOnce() -> Rpc,
     ) -> Option<Option<RpcTimer>> {
-        // (An insert that gives back what it displaced, put back in the
-        // rare case there was one, as in `insert_fresh`.)
+        match self.claim_slot(id) {
+            Ok(slot) => {
+                self.fill_slot(id, slot, make);
+                None
+            }
+            Err(old) => Some(self.replace(id, old, make())),
+        }
+    }
+
+    /// Files `id` in the index under a free slot (from the free list, or a
+    /// new one) and returns that slot; if `id` was there already, leaves
+    /// the table as it was and returns the slot it has. (An insert that
+    /// gives back what it displaced, put back in the rare case there was
+    /// one: a random id is nearly always new, and a lookup before the
+    /// insert hashed and probed twice, about 40 instructions more per
+    /// request.)
+    #[inline(always)]
+    fn claim_slot(&mut self, id: RpcId) -> Result<u32, u32> {
         let pushed = self.free.is_empty();
         let slot = take_slot(&mut self.free, &mut self.slots, id);
         if let Some(old) = self.index.insert(id, slot) {
@@ -153,12 +169,18 @@ impl RpcTable {
             } else {
                 self.free.push(slot);
             }
-            return Some(self.replace(id, old, make()));
+            return Err(old);
         }
-        // A vacant id's slot is free (taken from the free list or just
-        // pushed): the RPC is written where it lies. (An assignment would
-        // drop the old value between reading `rpc` and storing it, which
-        // kept the compiler from copying it straight into place.)
+        Ok(slot)
+    }
+
+    /// Writes the RPC `make` builds as `id` into `slot`, which
+    /// [`RpcTable::claim_slot`] gave (free): where it lies, no copy. (An
+    /// assignment would drop the old value between reading `rpc` and
+    /// storing it, which kept the compiler from copying it straight into
+    /// place.)
+    #[inline(always)]
+    fn fill_slot(&mut self, id: RpcId, slot: u32, make: impl FnOnce() -> Rpc) {
         let place = &mut self.slots[slot as usize];
         place.id = id;
         match &mut place.rpc {
@@ -167,7 +189,6 @@ impl RpcTable {
         }
         self.last
             .set((id.id, remembered(quick_key(&id.peer)), slot));
-        None
     }
 
     /// Adds a new RPC under the first id of `draw` that is neither 0 nor
@@ -187,42 +208,25 @@ impl RpcTable {
             if id.id == 0 {
                 continue;
             }
-            // (An insert that gives back what it displaced, put back in
-            // the rare case there was one: a random id is nearly always
-            // new, and a lookup before the insert hashed and probed twice,
-            // about 40 instructions more per request. `HashMap::entry` here
-            // as well as in `insert` kept the compiler from inlining it
-            // into `insert`, the server's path for every new request,
-            // which took 17 instructions more.)
-            let pushed = self.free.is_empty();
-            let slot = take_slot(&mut self.free, &mut self.slots, id);
-            if let Some(old) = self.index.insert(id, slot) {
-                // The table as it was: the map's entry, the free slot.
-                self.index.insert(id, old);
-                if pushed {
-                    self.slots.pop();
-                } else {
-                    self.free.push(slot);
+            // (`HashMap::entry` here as well as in `insert` kept the
+            // compiler from inlining it into `insert`, the server's path
+            // for every new request, which took 17 instructions more.)
+            match self.claim_slot(id) {
+                Ok(slot) => {
+                    self.fill_slot(id, slot, make);
+                    return (id, None);
                 }
                 // (A map entry always names an occupied slot.)
-                if self.slots[old as usize]
-                    .rpc
-                    .as_ref()
-                    .is_some_and(|r| !r.dead)
+                Err(old)
+                    if self.slots[old as usize]
+                        .rpc
+                        .as_ref()
+                        .is_some_and(|r| !r.dead) =>
                 {
                     continue;
                 }
-                return (id, Some(self.replace(id, old, make())));
+                Err(old) => return (id, Some(self.replace(id, old, make()))),
             }
-            let place = &mut self.slots[slot as usize];
-            place.id = id;
-            match &mut place.rpc {
-                free @ None => *free = Some(make()),
-                Some(_) => unreachable!("a free slot is empty"),
-            }
-            self.last
-                .set((id.id, remembered(quick_key(&id.peer)), slot));
-            return (id, None);
         }
     }
 

@@ -14,13 +14,13 @@
 //! (These used to be five tables, two sets and three maps, and a finished
 //! RPC cost four hash-table removals; now a blocking call costs one insert,
 //! two lookups and one removal, none of them hashed while it is the only
-//! RPC in the table: see `front.rs`.)
+//! RPC in the table: see `homa_core::front_map`.)
 
-use super::front::FrontMap;
 use super::Outcome;
 use crate::oneshot;
 use crate::parked::Handoff;
 use crate::Error;
+use homa_core::front_map::FrontMap;
 use homa_core::RpcId;
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -31,7 +31,6 @@
 mod api;
 mod clients;
 mod events;
-mod front;
 mod lanes;
 mod output;
 mod reader;
