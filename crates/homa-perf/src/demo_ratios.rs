@@ -38,9 +38,13 @@ impl Ratio {
 /// Sets each ratio's `low` and `high` from the same ratios computed over
 /// single rounds (`per_round[r][i]` is ratio `i` of round `r`); a round
 /// that misses a side does not count, and fewer than two rounds that count
-/// leave both unset.
+/// leave both unset, as does a ratio the whole run has no value for (a
+/// row that failed in a later round).
 pub(crate) fn set_spread(ratios: &mut [Ratio], per_round: &[Vec<Ratio>]) {
     for (i, r) in ratios.iter_mut().enumerate() {
+        if r.value.is_none() {
+            continue;
+        }
         let values: Vec<f64> = per_round
             .iter()
             .filter_map(|round| round.get(i).and_then(|x| x.value))
@@ -202,6 +206,10 @@ mod tests {
             (whole[2].low, whole[2].high, whole[2].value),
             (None, None, None)
         );
+        // Nor do rounds that measured a ratio the whole run has none of.
+        let mut failed = named(&[None]);
+        set_spread(&mut failed, &[named(&[Some(1.0)]), named(&[Some(2.0)])]);
+        assert_eq!((failed[0].low, failed[0].high), (None, None));
     }
 
     #[test]
