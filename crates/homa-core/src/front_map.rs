@@ -11,8 +11,9 @@
 //! goes to the list when there is room, else to the table; a key is in one
 //! place or the other, never both. It behaves as a hash map: the same
 //! answers for every sequence of operations (a test below checks it
-//! against one). Nothing iterates it, so where an entry lives changes
-//! nothing but the cost. (With many entries, as in the simulator, a lookup
+//! against one). Its one iteration, [`FrontMap::values_mut`], is in no
+//! order its users rely on (the runtime's client table, when its endpoint
+//! closes), so where an entry lives changes nothing but the cost. (With many entries, as in the simulator, a lookup
 //! scans the full list before it hashes: a few comparisons more.)
 
 use crate::keyed::KeyedMap;
